@@ -1,0 +1,71 @@
+# ranklog — every target sets up what it needs (Debian packages when run as root, a venv) so that
+# `make demo` and `make test` work on a fresh Debian machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Debian packages: real peers and services the tests run (Prometheus, Alertmanager, rsyslog, dockerd,
+# debootstrap for the containerized nodes, Chromium for the HTML report check).
+APT_PACKAGES ?= python3-venv python3-dev gcc git curl ca-certificates iproute2 procps \
+	docker.io debootstrap prometheus prometheus-alertmanager rsyslog chromium
+VENV_STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: help system venv demo test test-fast bench soak lint dashboards clean
+
+help:
+	@echo "make demo        run the whole pipeline on this machine (archive, agent, a failing 16-rank job, triage)"
+	@echo "make test        set everything up and run the whole test suite (what CI runs)"
+	@echo "make test-fast   only the tests not marked slow or container"
+	@echo "make bench       run the benchmarks in tests/benchmarks and print their tables"
+	@echo "make soak        the long reliability soak (not part of make test)"
+	@echo "make lint        ruff, yamllint and ansible-lint"
+	@echo "make dashboards  regenerate dashboards/ and rules from code"
+
+# Installs the Debian packages that are missing (only as root; others must have them already).
+system:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "missing Debian packages (run as root or install them): $$missing"; fi; \
+	fi
+
+$(VENV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip wheel setuptools
+	$(PY) -m pip install -q -e '.[all]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+venv: $(VENV_STAMP)
+
+demo: system venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ranklog demo
+
+# pytest's exit status 5 ("no tests collected") is a failure here, never a silent pass.
+test: system venv
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS) tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests — failing"; exit 1; fi; exit $$rc
+
+test-fast: venv
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -m "not slow and not container" $(PYTEST_ARGS) tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests — failing"; exit 1; fi; exit $$rc
+
+bench: system venv
+	@set -e; for b in tests/benchmarks/bench_*.py; do echo "== $$b"; PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) $$b; done
+
+soak: system venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" RANKLOG_SOAK=1 $(PY) -m pytest tests/reliability -m slow
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	@if [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; then PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/yamllint -s roles playbooks dashboards && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ansible-lint --profile production roles playbooks; fi
+
+dashboards: venv
+	$(PY) -m dashboards.generate
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

@@ -1,0 +1,223 @@
+"""Typed configuration from YAML files and command-line flags, failing fast on the offending key.
+
+A component describes its configuration as a dataclass (nested dataclasses and lists of them
+allowed). :func:`load_config` reads a YAML file, applies flag overrides and returns an instance;
+an unknown key or a bad value raises :class:`~ranklog.errors.ConfigError` naming the key path
+(``sources[2].format: unknown format 'jsn'``). :func:`add_config_flags` gives every scalar key a
+flag (``retention.default`` → ``--retention-default`` and ``--retention_default``), so one-off use
+needs no YAML.
+
+Field metadata understood: ``help``; ``unit`` = ``"duration"`` (seconds, from ``30s``/``7d``) or
+``"size"`` (bytes, from ``1GB``); ``choices``; ``parse`` (a callable for anything else);
+``flag`` = False to keep a key out of the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from .errors import ConfigError
+from .units import parse_duration, parse_size
+
+T = TypeVar("T")
+_MISSING = object()
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _convert(value: Any, tp: Any, meta: Mapping[str, Any], path: str) -> Any:
+    try:
+        return _convert_inner(value, tp, meta, path)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _convert_inner(value: Any, tp: Any, meta: Mapping[str, Any], path: str) -> Any:
+    if value is None:
+        return None
+    if "parse" in meta:
+        return meta["parse"](value)
+    unit = meta.get("unit")
+    if unit == "duration":
+        return parse_duration(value)
+    if unit == "size":
+        return parse_size(value)
+    tp = _strip_optional(tp)
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {type(value).__name__}")
+        return _build(tp, value, path)
+    if origin in (list, tuple):
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        if isinstance(value, str):
+            value = [part for part in value.split(",") if part]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {type(value).__name__}")
+        items = [_convert(item, item_tp, {}, f"{path}[{i}]") for i, item in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {type(value).__name__}")
+        _, value_tp = typing.get_args(tp) or (str, Any)
+        return {str(k): _convert(v, value_tp, {}, f"{path}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{path}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        value = int(value)
+    elif tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        value = float(value)
+    elif tp is str:
+        if isinstance(value, (Mapping, list)):
+            raise ConfigError(f"{path}: expected a string, got {type(value).__name__}")
+        value = str(value)
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(f"{path}: {value!r} is not one of {', '.join(map(str, choices))}")
+    return value
+
+
+def _build(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if name not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"{path}: unknown key (known keys: {known})")
+        kwargs[name] = _convert(value, hints[name], fields[name].metadata, path)
+    for name, f in fields.items():
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{prefix + '.' if prefix else ''}{name}: required key is missing")
+    instance = cls(**kwargs)
+    validate = getattr(instance, "validate", None)
+    if callable(validate):
+        try:
+            validate()
+        except ValueError as exc:
+            raise ConfigError(f"{prefix + ': ' if prefix else ''}{exc}") from None
+    return instance
+
+
+def read_yaml(path: str | os.PathLike[str], section: str | None = None) -> dict[str, Any]:
+    """The mapping in a YAML file (or its `section` key); a clear error when it is not one."""
+    try:
+        import yaml
+    except ImportError:
+        raise ConfigError(f"{path}: reading YAML needs PyYAML (pip install pyyaml)") from None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    data = {} if data is None else data
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys")
+    if section is not None:
+        data = data.get(section) or {}
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: {section}: must be a mapping of keys")
+    return dict(data)
+
+
+def _merge(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for dotted, value in overrides.items():
+        node = out
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            child = node.get(part)
+            node[part] = dict(child) if isinstance(child, Mapping) else {}
+            node = node[part]
+        node[leaf] = value
+    return out
+
+
+def load_config(cls: type[T], path: str | os.PathLike[str] | None = None,
+                overrides: Mapping[str, Any] | None = None, *, section: str | None = None) -> T:
+    """An instance of `cls` from the YAML at `path` (optional) with dotted-key `overrides` applied."""
+    data = read_yaml(path, section) if path else {}
+    try:
+        return _build(cls, _merge(data, overrides or {}))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}" if path else str(exc)) from None
+
+
+def _scalar_fields(cls: type, prefix: str = ""):
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.init or f.metadata.get("flag", True) is False:
+            continue
+        tp = _strip_optional(hints[f.name])
+        dotted = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(tp):
+            yield from _scalar_fields(tp, dotted + ".")
+        elif typing.get_origin(tp) is list and dataclasses.is_dataclass((typing.get_args(tp) or (None,))[0]):
+            continue
+        else:
+            yield dotted, tp, f
+
+
+def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
+    """Add a flag for every scalar key of `cls` (both `--a-b` and `--a_b` spellings).
+
+    Values are kept as text and converted by :func:`load_config`, so a flag and a YAML key go
+    through the same validation. List keys take a comma-separated value or repeat the flag.
+    """
+    group = parser.add_argument_group("configuration keys (override the --config file)")
+    for dotted, tp, f in _scalar_fields(cls):
+        if dotted in skip:
+            continue
+        dashed = dotted.replace(".", "-").replace("_", "-")
+        underscored = dotted.replace(".", "_")
+        spellings = [f"--{dashed}"] + ([f"--{underscored}"] if underscored != dashed else [])
+        default_value = f.default if f.default is not dataclasses.MISSING else None
+        help_text = f.metadata.get("help", "")
+        if default_value not in (None, "", [], ()):
+            help_text = f"{help_text} (default: {default_value})".strip()
+        if typing.get_origin(tp) is list:
+            group.add_argument(*spellings, dest=f"cfg:{dotted}", action="append", default=None, help=help_text)
+        elif tp is bool:
+            group.add_argument(*spellings, dest=f"cfg:{dotted}", action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        else:
+            group.add_argument(*spellings, dest=f"cfg:{dotted}", default=None, metavar=dotted.split(".")[-1].upper(), help=help_text)
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The dotted-key overrides given on the command line (flags left unset are not included)."""
+    out: dict[str, Any] = {}
+    for dest, value in vars(args).items():
+        if dest.startswith("cfg:") and value is not None:
+            if isinstance(value, list):
+                value = [part for item in value for part in str(item).split(",") if part]
+            out[dest[4:]] = value
+    return out

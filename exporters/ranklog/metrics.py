@@ -1,0 +1,134 @@
+"""Every Prometheus metric ranklog exports, once.
+
+Dashboards and alert rules (``dashboards/``) may only use names listed in :data:`METRICS`; a test
+scrapes a live agent and archive to prove each of them is exported. Components create their
+metric objects with :func:`create` so that several instances (tests, the demo) can live in one
+process with their own registries.
+
+Label cardinality is bounded by :class:`LabelBudget`: at most ``max_jobs`` distinct `job` values and
+``max_ranks`` distinct `rank` values per job (defaults 32 and 8192) and ``max_names`` training metric
+names; values past the budget are reported as ``other`` and counted in
+``ranklog_metric_label_overflow_total``, so a runaway job cannot blow up Prometheus.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str  # the exposed name (counters with their `_total` suffix)
+    kind: str  # counter | gauge | histogram
+    help: str
+    labels: tuple[str, ...] = ()
+    component: str = "agent"  # agent | archive | run (the `ranklog run` wrapper) | all
+    buckets: tuple[float, ...] | None = None
+
+
+_FLUSH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+_SPECS: tuple[MetricSpec, ...] = (
+    # Read from the logs (agent; `ranklog run --monitoring-port` exports the record ones too).
+    MetricSpec("ranklog_log_records_total", "counter", "Log records read, by normalized level.", ("level", "job", "rank"), "run"),
+    MetricSpec("ranklog_last_record_timestamp_seconds", "gauge", "Event time of the newest record of a rank.", ("job", "rank"), "run"),
+    MetricSpec("ranklog_failure_signatures_total", "counter", "Records matching a known failure signature.", ("signature", "job", "rank"), "run"),
+    MetricSpec("ranklog_training_step", "gauge", "Latest training step logged by a rank.", ("job", "rank"), "run"),
+    MetricSpec("ranklog_training_metric", "gauge", "Latest value of an allow-listed training metric.", ("job", "rank", "name"), "run"),
+    MetricSpec("ranklog_metric_label_overflow_total", "counter", "Label values folded into 'other' by the cardinality budget.", ("label",), "run"),
+    # Agent pipeline.
+    MetricSpec("ranklog_agent_bytes_read_total", "counter", "Bytes read from log files."),
+    MetricSpec("ranklog_agent_records_shipped_total", "counter", "Records acknowledged by an archive."),
+    MetricSpec("ranklog_agent_ship_failures_total", "counter", "Failed shipping attempts, by reason.", ("reason",)),
+    MetricSpec("ranklog_agent_backlog_bytes", "gauge", "Bytes written to tracked files and not yet acknowledged."),
+    MetricSpec("ranklog_agent_oldest_unshipped_seconds", "gauge", "Age of the oldest byte not yet acknowledged."),
+    MetricSpec("ranklog_agent_parse_errors_total", "counter", "Lines kept as text records because their format did not parse.", ("format",)),
+    MetricSpec("ranklog_agent_files_tracked", "gauge", "Files the agent is currently tailing."),
+    MetricSpec("ranklog_agent_lost_bytes_total", "counter", "Bytes that vanished before they were shipped (file deleted or truncated).", ("reason",)),
+    MetricSpec("ranklog_agent_reading_paused", "gauge", "1 while reading is paused because the archive cannot keep up."),
+    MetricSpec("ranklog_agent_ship_seconds", "histogram", "Time from send to acknowledgement of a batch.", buckets=_FLUSH_BUCKETS),
+    # Archive.
+    MetricSpec("ranklog_archive_ingested_records_total", "counter", "Records durably accepted (after dedup).", component="archive"),
+    MetricSpec("ranklog_archive_ingested_bytes_total", "counter", "Request body bytes accepted.", component="archive"),
+    MetricSpec("ranklog_archive_duplicate_records_total", "counter", "Re-sent records acknowledged but not stored again.", component="archive"),
+    MetricSpec("ranklog_archive_rejected_requests_total", "counter", "Requests refused, by reason.", ("reason",), "archive"),
+    MetricSpec("ranklog_archive_wal_bytes", "gauge", "Bytes in the write-ahead log not yet flushed to Parquet.", component="archive"),
+    MetricSpec("ranklog_archive_stored_bytes", "gauge", "Bytes of Parquet files under the archive root.", component="archive"),
+    MetricSpec("ranklog_archive_stored_files", "gauge", "Parquet files under the archive root.", component="archive"),
+    MetricSpec("ranklog_archive_oldest_partition_timestamp_seconds", "gauge", "Start of the oldest hour partition kept.", component="archive"),
+    MetricSpec("ranklog_archive_disk_free_bytes", "gauge", "Free bytes on the archive's filesystem.", component="archive"),
+    MetricSpec("ranklog_archive_flush_seconds", "histogram", "Time to flush WAL data to a Parquet file.", component="archive", buckets=_FLUSH_BUCKETS),
+    MetricSpec("ranklog_archive_compactions_total", "counter", "Hour partitions compacted.", component="archive"),
+    MetricSpec("ranklog_archive_retention_deleted_files_total", "counter", "Files (or row groups) deleted by retention.", ("level",), "archive"),
+    MetricSpec("ranklog_archive_retention_last_run_timestamp_seconds", "gauge", "When retention last completed.", component="archive"),
+    MetricSpec("ranklog_archive_dedup_sources", "gauge", "Sources tracked in the dedup index.", component="archive"),
+    # Both.
+    MetricSpec("ranklog_build_info", "gauge", "Version of the running ranklog component.", ("version", "component"), "all"),
+)
+
+METRICS: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
+
+
+def _attribute(spec: MetricSpec) -> str:
+    name = spec.name.removeprefix("ranklog_")
+    return name.removesuffix("_total") if spec.kind == "counter" else name
+
+
+def create(component: str, registry: CollectorRegistry | None = None) -> SimpleNamespace:
+    """Create the metric objects of one component in `registry` (a new one when None).
+
+    `component` is `agent`, `archive` or `run`; the agent also gets the `run` metrics (records read
+    from logs). The result has one attribute per metric (name without `ranklog_` and `_total`) and
+    `registry`.
+    """
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    from . import __version__
+
+    registry = registry if registry is not None else CollectorRegistry()
+    wanted = {"agent": {"agent", "run", "all"}, "archive": {"archive", "all"}, "run": {"run", "all"}}[component]
+    out = SimpleNamespace(registry=registry)
+    for spec in _SPECS:
+        if spec.component not in wanted:
+            continue
+        base = spec.name.removesuffix("_total") if spec.kind == "counter" else spec.name
+        if spec.kind == "counter":
+            metric = Counter(base, spec.help, spec.labels, registry=registry)
+        elif spec.kind == "gauge":
+            metric = Gauge(base, spec.help, spec.labels, registry=registry)
+        else:
+            metric = Histogram(base, spec.help, spec.labels, registry=registry, buckets=spec.buckets or _FLUSH_BUCKETS)
+        setattr(out, _attribute(spec), metric)
+    out.build_info.labels(version=__version__, component=component).set(1)
+    return out
+
+
+class LabelBudget:
+    """Bounds label cardinality: past the budget a value becomes ``other`` (counted, never silent)."""
+
+    OTHER = "other"
+
+    def __init__(self, overflow_counter=None, max_jobs: int = 32, max_ranks: int = 8192, max_names: int = 64) -> None:
+        self._limits = {"job": max_jobs, "rank": max_ranks, "name": max_names}
+        self._seen: dict[str, set[str]] = {key: set() for key in self._limits}
+        self._overflow = overflow_counter
+        self._lock = threading.Lock()
+
+    def __call__(self, label: str, value: object) -> str:
+        text = "" if value is None else str(value)
+        seen = self._seen[label]
+        if text in seen:
+            return text
+        with self._lock:
+            if len(seen) < self._limits[label]:
+                seen.add(text)
+                return text
+        if self._overflow is not None:
+            self._overflow.labels(label=label).inc()
+        return self.OTHER

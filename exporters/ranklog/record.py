@@ -1,0 +1,193 @@
+"""The record: one row of the archive. Field names, level normalisation and the Arrow schema.
+
+Every part of ranklog (logger, parsers, agent, archive, query, triage) uses these names; the
+in-process logger writes JSON objects with exactly these keys. This module is importable without
+pyarrow: the schema is built on demand by :func:`arrow_schema`.
+
+`level` is a plain Arrow string in memory and on the wire; the Parquet writer dictionary-encodes it
+(and the other low-cardinality columns), which is what "string (dictionary)" means in DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+FIELDS: tuple[str, ...] = (
+    "ts", "level", "msg", "exc", "logger", "host", "ip", "pid", "rank", "local_rank", "job", "role",
+    "trace_id", "step", "seq", "source", "source_id", "offset", "format", "attrs",
+)
+# Columns that are never null in the archive (parsers fill a default when the line has none).
+REQUIRED: frozenset[str] = frozenset({"ts", "level", "msg", "host", "ip", "source", "source_id", "offset", "format"})
+INT32_FIELDS = ("pid", "rank", "local_rank")
+INT64_FIELDS = ("step", "seq", "offset")
+# Low-cardinality string columns: dictionary-encoded in Parquet.
+DICTIONARY_FIELDS = ("level", "logger", "host", "ip", "job", "role", "source", "source_id", "format")
+
+LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "UNKNOWN")
+LEVEL_NUMBERS: dict[str, int] = {"UNKNOWN": 0, "DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+_LEVEL_ALIASES: dict[str, str] = {
+    "DEBUG": "DEBUG", "D": "DEBUG", "TRACE": "DEBUG", "DBG": "DEBUG", "VERBOSE": "DEBUG", "NOTSET": "DEBUG",
+    "INFO": "INFO", "I": "INFO", "INFORMATION": "INFO", "NOTICE": "INFO",
+    "WARNING": "WARNING", "WARN": "WARNING", "W": "WARNING",
+    "ERROR": "ERROR", "ERR": "ERROR", "E": "ERROR",
+    "CRITICAL": "CRITICAL", "CRIT": "CRITICAL", "FATAL": "CRITICAL", "F": "CRITICAL", "C": "CRITICAL",
+    "EMERG": "CRITICAL", "ALERT": "CRITICAL", "PANIC": "CRITICAL",
+}
+
+
+def normalize_level(value: object) -> str:
+    """Map any spelling (`warn`, `E`, `fatal`, 40) to one of :data:`LEVELS`; unknown → `UNKNOWN`."""
+    if value is None:
+        return "UNKNOWN"
+    if isinstance(value, int) and not isinstance(value, bool):
+        for name in ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG"):
+            if value >= LEVEL_NUMBERS[name]:
+                return name
+        return "DEBUG"
+    return _LEVEL_ALIASES.get(str(value).strip().upper(), "UNKNOWN")
+
+
+def levels_at_least(minimum: str) -> list[str]:
+    """The normalized levels at or above `minimum` (UNKNOWN is never included)."""
+    floor = LEVEL_NUMBERS[normalize_level(minimum)]
+    return [name for name in LEVELS if name != "UNKNOWN" and LEVEL_NUMBERS[name] >= floor]
+
+
+def format_ts(ns: int) -> str:
+    """RFC 3339 UTC with microseconds, the logger's `ts` spelling: `2026-12-02T13:04:05.123456Z`."""
+    seconds, rest = divmod(ns, 1_000_000_000)
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{rest // 1000:06d}Z"
+
+
+def parse_ts(value: object) -> int | None:
+    """Nanoseconds since the epoch from RFC 3339 / ISO 8601 text, epoch seconds (int/float) or datetime.
+
+    Naive times are taken as UTC. Returns None when the value is not a time.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
+    if isinstance(value, (int, float)):
+        # Magnitude tells the unit: seconds, milliseconds, microseconds or nanoseconds since the epoch.
+        magnitude = abs(value)
+        scale = 10**9 if magnitude < 1e11 else 10**6 if magnitude < 1e14 else 10**3 if magnitude < 1e17 else 1
+        if magnitude * scale >= 9.2e18:
+            return None
+        return value * scale if isinstance(value, int) else round(value * scale)
+    text = str(value).strip()
+    if not text:
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace(",", "."))
+    except ValueError:
+        return None
+    dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return (int(dt.replace(microsecond=0).timestamp()) * 1_000_000 + dt.microsecond) * 1000
+
+
+@lru_cache(maxsize=1)
+def arrow_schema() -> pa.Schema:
+    """The Arrow schema of a record batch, on the wire and in Parquet."""
+    import pyarrow as pa
+
+    types: dict[str, pa.DataType] = {name: pa.string() for name in FIELDS}
+    types["ts"] = pa.timestamp("ns", tz="UTC")
+    for name in INT32_FIELDS:
+        types[name] = pa.int32()
+    for name in INT64_FIELDS:
+        types[name] = pa.int64()
+    return pa.schema([pa.field(name, types[name], nullable=name not in REQUIRED) for name in FIELDS])
+
+
+def split_known(obj: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a JSON object into known record fields and the rest (which belongs in `attrs`)."""
+    known = {k: v for k, v in obj.items() if k in _FIELD_SET}
+    extra = {k: v for k, v in obj.items() if k not in _FIELD_SET}
+    return known, extra
+
+
+_FIELD_SET = frozenset(FIELDS)
+
+
+def _coerce_int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _in_range(value: int | None, bits: int) -> int | None:
+    if value is None:
+        return None
+    limit = 1 << (bits - 1)
+    return value if -limit <= value < limit else None
+
+
+def normalize_row(row: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Coerce one loosely-typed mapping into a record dict with every field, ready for Arrow.
+
+    Unknown keys, and known keys whose value has the wrong type, go into `attrs` (JSON) so nothing
+    the input carried is lost. `defaults` fill fields the row does not have (host, source, …).
+    """
+    known, extra = split_known(row)
+    if isinstance(known.get("attrs"), str):
+        try:
+            parsed = json.loads(known["attrs"])
+            if isinstance(parsed, dict):
+                extra = {**parsed, **extra}
+        except ValueError:
+            extra["attrs"] = known["attrs"]
+    elif isinstance(known.get("attrs"), Mapping):
+        extra = {**known["attrs"], **extra}
+    out: dict[str, Any] = dict(defaults or {})
+    for name in FIELDS:
+        if name == "attrs" or name not in known:
+            continue
+        value = known[name]
+        if name == "ts":
+            ns = parse_ts(value)
+            if ns is None and value is not None:
+                extra["ts"] = value
+            value = ns if ns is not None else out.get("ts")
+        elif name == "level":
+            value = normalize_level(value)
+        elif name in INT32_FIELDS or name in INT64_FIELDS:
+            coerced = _in_range(_coerce_int(value), 32 if name in INT32_FIELDS else 64)
+            if coerced is None and value is not None:
+                extra[name] = value
+            value = coerced
+        elif value is not None and not isinstance(value, str):
+            if name == "msg":
+                value = str(value)
+            else:
+                extra[name] = value
+                value = None
+        out[name] = value
+    out.setdefault("level", "UNKNOWN")
+    out["msg"] = out.get("msg") or ""
+    out["attrs"] = json.dumps(extra, default=str, ensure_ascii=False, separators=(",", ":")) if extra else None
+    return out
+
+
+def rows_to_table(rows: Iterable[Mapping[str, Any]], defaults: Mapping[str, Any] | None = None) -> pa.Table:
+    """Build a schema-conformant Arrow table from loosely-typed dicts (the slow, general path).
+
+    Hot paths (parsers, ingest) build columns in bulk instead; this serves NDJSON ingest of odd
+    shippers, tests and tools.
+    """
+    import pyarrow as pa
+
+    normalized = [normalize_row(row, defaults) for row in rows]
+    columns = {name: [row.get(name) for row in normalized] for name in FIELDS}
+    return pa.Table.from_pydict(columns, schema=arrow_schema())

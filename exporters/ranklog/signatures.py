@@ -1,0 +1,72 @@
+"""Failure signatures: the real strings that say a training run is failing, and what they mean.
+
+Used by the agent (``ranklog_failure_signatures_total``), by ``ranklog run`` and by triage. Each
+signature has a category (what triage reports) and a flag saying whether it is usually a
+*consequence* of a failure elsewhere (a collective timeout is what healthy ranks print when one
+peer died), which triage uses to order causes before effects.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str  # label value of ranklog_failure_signatures_total
+    category: str  # triage category
+    pattern: str  # regex, searched in msg + exc
+    consequence: bool = False  # typically caused by another rank's failure
+    priority: int = 50  # higher wins when several signatures match one record
+
+
+SIGNATURES: tuple[Signature, ...] = (
+    Signature("cuda_oom", "CUDA OOM",
+              r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError: CUDA out of memory|CUDA out of memory\. Tried to allocate|CUDA error: out of memory", priority=90),
+    Signature("ray_oom_kill", "host OOM kill",
+              r"Task was killed due to the node running low on memory|Worker exit type: NODE_OUT_OF_MEMORY|Out of memory: Killed process|oom-kill|OOMKilled", priority=85),
+    Signature("nonfinite_grad", "non-finite loss/gradients",
+              r"grad_norm is not finite|[Gg]radient(?:s)? (?:is|are|contain) (?:not finite|NaN|inf)|non-finite (?:grad|gradient)|found (?:NaN|inf) in grad", priority=80),
+    Signature("nan_loss", "non-finite loss/gradients",
+              r"\bloss(?:[ =:]+| is )(?:nan|NaN|inf|-inf)\b|[Ll]oss is (?:NaN|not finite)|NaN loss|non-finite loss", priority=80),
+    Signature("cuda_error", "CUDA error",
+              r"RuntimeError: CUDA error:|CUDA error: (?!out of memory)|CUBLAS_STATUS_|cudaErrorIllegalAddress|an illegal memory access was encountered|device-side assert triggered", priority=75),
+    Signature("nccl_error", "NCCL error",
+              r"ncclRemoteError|ncclInternalError|ncclSystemError|ncclUnhandledCudaError|ncclInvalidUsage|DistBackendError|NCCL error in:|NCCL communicator was aborted", priority=60),
+    Signature("nccl_timeout", "NCCL/collective timeout",
+              r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=\d+.*?ran for \d+ milliseconds before timing out|collective operation timeout|Timed out waiting .* for (?:the )?(?:store|collective)|ProcessGroupGloo.*[Tt]imed out|Socket Timeout",
+              consequence=True, priority=30),
+    Signature("raylet_died", "Ray actor death",
+              r"[Rr]aylet (?:died|is dead|has died|process .* died)|The node with node id: \S+ .* has been marked dead|GCS failed to|Raylet .* exited", consequence=True, priority=40),
+    Signature("ray_actor_died", "Ray actor death",
+              r"ActorDiedError|The actor died unexpectedly|RayActorError|The actor died because of an error raised in its creation task", consequence=True, priority=45),
+    Signature("python_exception", "uncaught exception",
+              r"Traceback \(most recent call last\):|^\w+(?:\.\w+)*(?:Error|Exception): ", priority=10),
+)
+
+_COMPILED = tuple((sig, re.compile(sig.pattern, re.MULTILINE)) for sig in SIGNATURES)
+BY_NAME: dict[str, Signature] = {sig.name: sig for sig in SIGNATURES}
+CATEGORIES: tuple[str, ...] = (
+    "CUDA OOM", "CUDA error", "NCCL error", "NCCL/collective timeout", "Ray actor death", "host OOM kill",
+    "non-finite loss/gradients", "uncaught exception", "hang/silence", "unknown",
+)
+
+
+def match(text: str | None) -> Signature | None:
+    """The highest-priority signature found in `text`, or None."""
+    if not text:
+        return None
+    best: Signature | None = None
+    for sig, regex in _COMPILED:
+        if (best is None or sig.priority > best.priority) and regex.search(text):
+            best = sig
+    return best
+
+
+def match_all(text: str | None) -> list[Signature]:
+    """Every signature found in `text`, highest priority first."""
+    if not text:
+        return []
+    found = [sig for sig, regex in _COMPILED if regex.search(text)]
+    return sorted(found, key=lambda sig: -sig.priority)

@@ -1,0 +1,80 @@
+"""The record schema and its normalisation, shared by every component."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+
+from ranklog import record
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("warn", "WARNING"), ("W", "WARNING"), ("fatal", "CRITICAL"), ("Err", "ERROR"), (" info ", "INFO"),
+    ("trace", "DEBUG"), (40, "ERROR"), (25, "INFO"), (None, "UNKNOWN"), ("bogus", "UNKNOWN"),
+])
+def test_normalize_level(raw, expected):
+    assert record.normalize_level(raw) == expected
+
+
+def test_levels_at_least_excludes_unknown():
+    assert record.levels_at_least("warning") == ["WARNING", "ERROR", "CRITICAL"]
+
+
+@pytest.mark.parametrize(("value", "expected_ns"), [
+    ("2026-12-02T13:04:05.123456Z", 1796216645123456000),
+    ("2026-12-02 13:04:05", 1796216645000000000),
+    ("2026-12-02T14:04:05.5+01:00", 1796216645500000000),
+    (1796216645, 1796216645000000000),
+    (1796216645123, 1796216645123000000),
+    (1796216645123456, 1796216645123456000),
+    (datetime(2026, 12, 2, 13, 4, 5, 123456, tzinfo=timezone.utc), 1796216645123456000),
+    ("not a time", None), (True, None), ("", None),
+])
+def test_parse_ts(value, expected_ns):
+    assert record.parse_ts(value) == expected_ns
+
+
+def test_format_ts_round_trips_microseconds():
+    text = record.format_ts(1796216645123456789)
+    assert text == "2026-12-02T13:04:05.123456Z"
+    assert record.parse_ts(text) == 1796216645123456000
+
+
+def test_arrow_schema_types_and_nullability():
+    schema = record.arrow_schema()
+    assert schema.names == list(record.FIELDS)
+    assert schema.field("ts").type == pa.timestamp("ns", tz="UTC")
+    assert schema.field("rank").type == pa.int32() and schema.field("offset").type == pa.int64()
+    assert not schema.field("source_id").nullable and schema.field("exc").nullable
+
+
+def test_normalize_row_keeps_everything():
+    row = record.normalize_row(
+        {"ts": "2026-12-02T13:04:05Z", "level": "warn", "msg": "hi", "rank": "3", "pid": "x",
+         "host": 7, "lr": 0.1, "attrs": {"a": 1}},
+        defaults={"host": "n1", "source": "f", "source_id": "id", "offset": 0, "format": "json", "ip": ""},
+    )
+    assert row["level"] == "WARNING" and row["rank"] == 3 and row["pid"] is None
+    attrs = json.loads(row["attrs"])
+    # Wrong-typed known fields and unknown keys are kept in attrs, never dropped.
+    assert attrs == {"a": 1, "lr": 0.1, "pid": "x", "host": 7}
+    assert row["host"] is None or row["host"] == "n1"
+
+
+def test_out_of_range_ints_go_to_attrs():
+    row = record.normalize_row({"msg": "m", "rank": 2**40, "step": 10**30})
+    assert row["rank"] is None and row["step"] is None
+    assert json.loads(row["attrs"]) == {"rank": 2**40, "step": 10**30}
+
+
+def test_rows_to_table_conforms_to_schema():
+    table = record.rows_to_table(
+        [{"ts": 1796216645, "msg": "a", "level": "E", "extra_key": [1, 2]}],
+        defaults={"host": "n1", "ip": "127.0.0.1", "source": "s", "source_id": "i", "offset": 5, "format": "json"},
+    )
+    assert table.schema == record.arrow_schema()
+    rec = table.to_pylist()[0]
+    assert rec["level"] == "ERROR" and rec["offset"] == 5 and json.loads(rec["attrs"]) == {"extra_key": [1, 2]}

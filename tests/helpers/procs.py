@@ -1,0 +1,47 @@
+"""Start `ranklog` subcommands as real processes and always tear them down by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ranklog_cmd(*args: str) -> list[str]:
+    """The argv that runs `ranklog ARGS…` with this interpreter (works without the venv on PATH)."""
+    return [sys.executable, "-m", "ranklog", *args]
+
+
+def spawn(args: list[str], log_path: Path | None = None, env: dict[str, str] | None = None,
+          **kwargs) -> subprocess.Popen:
+    """Start a process in its own session (so a kill reaches its children); output to `log_path`."""
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed by stop()
+    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **(env or {})}, **kwargs)
+    proc._ranklog_log = out  # type: ignore[attr-defined]
+    return proc
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
+    """Stop `proc` and its process group: `sig` first, SIGKILL after `timeout`. Returns the exit code."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=timeout)
+    log = getattr(proc, "_ranklog_log", None)
+    if log not in (None, subprocess.DEVNULL):
+        log.close()
+    return proc.returncode
