@@ -1,0 +1,61 @@
+"""Grafana dashboards and Prometheus rules for ranklog, written as code.
+
+``python -m dashboards.generate`` (``make dashboards``) writes everything under
+``dashboards/generated/``; a test fails when the checked-in output is out of date.
+
+Contracts other parts of the project rely on (the Ansible roles in particular):
+
+* Prometheus scrape jobs are named :data:`AGENT_JOB` and :data:`ARCHIVE_JOB` and scrape with
+  ``honor_labels: true``: the agent's record metrics carry the *training* job id in their own
+  ``job`` label, and honouring it keeps that label as ``job`` (instead of ``exported_job``) while
+  ``up`` and the agent's pipeline metrics (which have no ``job`` label) still get the scrape job.
+  ``dashboards/generated/prometheus.scrape.yml`` is the reference scrape configuration.
+* A node is the Prometheus ``instance`` of its agent.
+* The Grafana datasource is provisioned with uid :data:`DATASOURCE_UID`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+GENERATED_DIR = PACKAGE_DIR / "generated"
+RUNBOOK = PACKAGE_DIR / "RUNBOOK.md"
+PROMTOOL_TESTS = PACKAGE_DIR / "tests" / "ranklog.rules.test.yml"
+
+AGENT_JOB = "ranklog-agent"
+ARCHIVE_JOB = "ranklog-archive"
+DATASOURCE_UID = "ranklog-prometheus"
+DATASOURCE_NAME = "ranklog Prometheus"
+DASHBOARD_TAG = "ranklog"
+
+# Levels that count as errors in rates, bursts and "top error producers".
+ERROR_LEVELS = "ERROR|CRITICAL"
+
+# `ranklog_training_metric{name=…}` values the dashboards and rules read. Each must be in the agent's
+# default allow-list (ranklog.agent.config.DEFAULT_TRAINING_METRICS); a test checks it.
+THROUGHPUT_METRIC = "perf/throughput"  # tokens/s per GPU, as verl logs it
+TOKENS_PER_SECOND_METRIC = "tokens_per_second"  # whole-job tokens/s, as a ranklog logger user logs it
+STEP_TIME_METRIC = "timing_s/step"
+LOSS_METRICS = ("actor/pg_loss", "critic/vf_loss", "training/loss", "loss")
+GRAD_NORM_METRICS = ("actor/grad_norm", "critic/grad_norm", "training/grad_norm", "grad_norm")
+
+DASHBOARD_FILES = ("training", "pipeline", "alerts")
+
+
+def load_dashboard_module(name: str) -> ModuleType:
+    """Import ``dashboards/<name>.dashboard.py`` (the dot in the name rules out a plain import)."""
+    path = PACKAGE_DIR / f"{name}.dashboard.py"
+    spec = importlib.util.spec_from_file_location(f"dashboards._{name}_dashboard", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_dashboards() -> dict[str, object]:
+    """The grafanalib ``Dashboard`` of every ``*.dashboard.py`` file, by file stem."""
+    return {name: load_dashboard_module(name).dashboard for name in DASHBOARD_FILES}

@@ -1,0 +1,40 @@
+"""Grafana file provisioning (dashboards provider, Prometheus datasource) and the reference scrape config.
+
+The Ansible roles copy these files as they are; the two deployment-specific values have defaults
+here and are plain YAML keys a role can override when templating: the datasource ``url`` (Grafana
+and Prometheus on the monitoring host: ``http://127.0.0.1:9090``) and the provider's ``path``
+(:data:`DASHBOARDS_PATH`, where the role puts ``generated/dashboards/*.json``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dashboards import AGENT_JOB, ARCHIVE_JOB, DASHBOARD_TAG, DATASOURCE_NAME, DATASOURCE_UID
+
+DASHBOARDS_PATH = "/var/lib/grafana/dashboards/ranklog"
+PROMETHEUS_URL = "http://127.0.0.1:9090"
+
+
+def dashboard_provider() -> dict[str, Any]:
+    return {"apiVersion": 1, "providers": [{
+        "name": "ranklog", "orgId": 1, "folder": "ranklog", "type": "file",
+        "disableDeletion": True, "allowUiUpdates": False, "updateIntervalSeconds": 60,
+        "options": {"path": DASHBOARDS_PATH, "foldersFromFilesStructure": False},
+    }]}
+
+
+def datasource(url: str = PROMETHEUS_URL) -> dict[str, Any]:
+    return {"apiVersion": 1, "datasources": [{
+        "name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "type": "prometheus", "access": "proxy", "url": url,
+        "isDefault": True, "editable": False,
+        "jsonData": {"httpMethod": "POST", "timeInterval": "15s", "prometheusType": "Prometheus"},
+    }]}
+
+
+def scrape_config(agents: list[str], archives: list[str], interval: str = "15s") -> dict[str, Any]:
+    """The ``scrape_configs`` the rules and dashboards expect (job names, ``honor_labels``)."""
+    def job(name: str, targets: list[str]) -> dict[str, Any]:
+        return {"job_name": name, "honor_labels": True, "scrape_interval": interval,
+                "static_configs": [{"targets": targets, "labels": {"ranklog": DASHBOARD_TAG}}]}
+    return {"scrape_configs": [job(AGENT_JOB, agents), job(ARCHIVE_JOB, archives)]}

@@ -1,0 +1,228 @@
+"""promtool unit tests of the rules: for every alert, a scenario where it fires and one where it must not.
+
+Rendered to ``dashboards/tests/ranklog.rules.test.yml`` by ``python -m dashboards.generate`` and run
+with ``promtool test rules``. The scenarios are written against the default :class:`Thresholds`
+(the checked-in rule file); expected annotations are rendered from the same templates, so a
+changed summary or description is tested too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dashboards import AGENT_JOB, ARCHIVE_JOB, THROUGHPUT_METRIC
+from dashboards.rules import SIGNATURE_ALERTS, Alert, Thresholds, alerts, annotations
+
+NODE1, NODE2 = "node1:9400", "node2:9400"
+ARCHIVE = "archive1:9500"
+TRAIN = "llama-sft-42"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Input series (``{series: values}`` in promtool notation), when to look, who must be firing."""
+
+    title: str
+    series: dict[str, str]
+    eval_time: str
+    firing: list[dict[str, str]] = field(default_factory=list)  # labels of each alert expected firing
+    interval: str = "1m"  # between input samples (hours-long scenarios use a coarser one to stay
+    # fast; keep it under Prometheus' 5m lookback so instant lookups never fall between samples)
+
+
+def _labels(**labels: str) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels.items())
+
+
+def _rank(metric: str, rank: str, node: str = NODE1, **extra: str) -> str:
+    return f"{metric}{{{_labels(**extra, instance=node, job=TRAIN, rank=rank)}}}"
+
+
+def _up(values: str = "1x600", node: str = NODE1, job: str = AGENT_JOB) -> dict[str, str]:
+    return {f"up{{{_labels(instance=node, job=job)}}}": values}
+
+
+def _per_rank(node: str = NODE1, rank: str = "3") -> dict[str, str]:
+    return {"instance": node, "job": TRAIN, "rank": rank}
+
+
+def _error_burst(t: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    per_min = t.error_burst_errors // 2  # 2.5 × the threshold in a 5m window
+    errors = "ranklog_log_records_total"
+    fire = [
+        Scenario("one rank bursts, its neighbour does not", {
+            **_up(), _rank(errors, "3", level="ERROR"): f"0+{per_min}x20",
+            _rank(errors, "0", level="ERROR"): "0+1x20", _rank(errors, "3", level="INFO"): "0+500x20",
+        }, "10m", [_per_rank(rank="3")]),
+        Scenario("a counter born by the burst itself (no earlier sample) still counts", {
+            **_up(), _rank(errors, "7", NODE1, level="CRITICAL"): f"_x8 {t.error_burst_errors * 2}x10",
+        }, "11m", [_per_rank(rank="7")]),
+    ]
+    quiet = [Scenario("a steady trickle of errors stays below the threshold", {
+        **_up(), _rank(errors, "3", level="ERROR"): "0+5x20", _rank(errors, "3", level="INFO"): "0+900x20",
+    }, "10m")]
+    return fire, quiet
+
+
+def _signature(alert: str, names: tuple[str, ...]) -> tuple[list[Scenario], list[Scenario]]:
+    sigs = "ranklog_failure_signatures_total"
+    other = "python_exception" if "python_exception" not in names else "cuda_oom"
+    fire = [Scenario(f"{names[0]} appears on one rank", {
+        **_up(node=NODE2), _rank(sigs, "5", NODE2, signature=names[0]): "_x20 1x10",
+        _rank(sigs, "1", NODE2, signature=other): "0+1x30",
+    }, "22m", [{**_per_rank(NODE2, "5"), "signature": names[0]}])]
+    quiet = [Scenario(f"an old {names[0]} match (long ago) and other signatures do not fire", {
+        **_up(), _rank(sigs, "5", signature=names[0]): "1x40", _rank(sigs, "2", signature=other): "0+1x40",
+    }, "30m")]
+    return fire, quiet
+
+
+def _rank_silent(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    last = "ranklog_last_record_timestamp_seconds"
+    fire = [Scenario("rank 3 stops logging while rank 0 keeps going", {
+        _rank(last, "0"): "0+60x20", _rank(last, "3", NODE2): "0+60x1 60x19",
+    }, "10m", [_per_rank(NODE2, "3")])]
+    quiet = [Scenario("the whole job stopped logging (ended): no rank is singled out", {
+        _rank(last, "0"): "0+60x1 60x19", _rank(last, "3", NODE2): "0+60x1 60x19",
+    }, "10m")]
+    return fire, quiet
+
+
+def _stalled(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    step = "ranklog_training_step"
+    fire = [Scenario("rank 2 advances 6 steps/min for 30m, then stops", {
+        _rank(step, "2"): "0+6x30 180x40", _rank(step, "1"): "0+6x70",
+    }, "55m", [_per_rank(rank="2")])]
+    quiet = [Scenario("steady progress on every rank", {_rank(step, "2"): "0+6x70", _rank(step, "1"): "0+6x70"},
+                      "55m")]
+    return fire, quiet
+
+
+def _throughput(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    tput = f'ranklog_training_metric{{{_labels(instance=NODE1, job=TRAIN, name=THROUGHPUT_METRIC, rank="0")}}}'
+    expected = {**_per_rank(rank="0"), "name": THROUGHPUT_METRIC}
+    fire = [Scenario("throughput falls from 1000 to 300", {tput: "1000x40 300x20"}, "50m", [expected])]
+    quiet = [Scenario("throughput dips by 30% only", {tput: "1000x40 700x20"}, "50m")]
+    return fire, quiet
+
+
+def _down(job: str, node: str) -> Callable[[Thresholds], tuple[list[Scenario], list[Scenario]]]:
+    def cases(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+        fire = [Scenario(f"{job} target stops answering", _up("1x5 0x20", node, job), "10m",
+                         [{"instance": node, "job": job}])]
+        quiet = [Scenario(f"{job} target up", _up("1x20", node, job), "10m")]
+        return fire, quiet
+    return cases
+
+
+def _gauge(metric: str, job: str, node: str) -> str:
+    return f"{metric}{{{_labels(instance=node, job=job)}}}"
+
+
+def _backlog(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    backlog = _gauge("ranklog_agent_backlog_bytes", AGENT_JOB, NODE1)
+    fire = [Scenario("backlog grows by 50 MB a minute", {backlog: "0+50000000x40"}, "35m",
+                     [{"instance": NODE1, "job": AGENT_JOB}])]
+    quiet = [Scenario("a large but shrinking backlog", {backlog: "900000000-10000000x40"}, "35m")]
+    return fire, quiet
+
+
+def _oldest(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    oldest = _gauge("ranklog_agent_oldest_unshipped_seconds", AGENT_JOB, NODE1)
+    fire = [Scenario("nothing acknowledged for 25 minutes", {oldest: "0+60x30"}, "25m",
+                     [{"instance": NODE1, "job": AGENT_JOB}])]
+    quiet = [Scenario("shipping keeps up (oldest byte a few seconds old)", {oldest: "3x30"}, "25m")]
+    return fire, quiet
+
+
+def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    rejected = "ranklog_archive_rejected_requests_total"
+    unauthorized = f'{rejected}{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, reason="unauthorized")}}}'
+    fire = [Scenario("an agent with a wrong token keeps retrying", {
+        **_up(node=ARCHIVE, job=ARCHIVE_JOB), unauthorized: "0+3x30"}, "20m",
+        [{"instance": ARCHIVE, "job": ARCHIVE_JOB, "reason": "unauthorized"}])]
+    quiet = [Scenario("rejections long ago, none since", {
+        **_up(node=ARCHIVE, job=ARCHIVE_JOB), unauthorized: "5x40"}, "30m")]
+    return fire, quiet
+
+
+def _disk(t: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    free = _gauge("ranklog_archive_disk_free_bytes", ARCHIVE_JOB, ARCHIVE)
+    fire = [Scenario("free space below the minimum", {free: f"{t.disk_free_min_bytes // 2}x20"}, "10m",
+                     [{"instance": ARCHIVE, "job": ARCHIVE_JOB}])]
+    quiet = [Scenario("plenty of free space", {free: f"{t.disk_free_min_bytes * 5}x20"}, "10m")]
+    return fire, quiet
+
+
+def _retention(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    last_run = _gauge("ranklog_archive_retention_last_run_timestamp_seconds", ARCHIVE_JOB, ARCHIVE)
+    up = f"up{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB)}}}"
+    fire = [Scenario("archive up for 7h, retention last ran at start", {up: "1x110", last_run: "0x110"}, "7h",
+                     [{"instance": ARCHIVE, "job": ARCHIVE_JOB}], interval="4m")]
+    quiet = [
+        Scenario("retention runs every 4 minutes", {up: "1x110", last_run: "0+240x110"}, "7h", interval="4m"),
+        Scenario("archive restarted 2h ago and retention has not run yet", {
+            up: "1x75 0 1x34", last_run: "0x110"}, "7h", interval="4m"),
+    ]
+    return fire, quiet
+
+
+def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], list[Scenario]]]:
+    """alert name → (scenarios where it fires, scenarios where it must not)."""
+    t = t or Thresholds()
+    builders: dict[str, Callable[[Thresholds], tuple[list[Scenario], list[Scenario]]]] = {
+        "RanklogErrorBurst": _error_burst, "RanklogRankSilent": _rank_silent,
+        "RanklogTrainingStalled": _stalled, "RanklogThroughputDropped": _throughput,
+        "RanklogAgentDown": _down(AGENT_JOB, NODE1), "RanklogArchiveDown": _down(ARCHIVE_JOB, ARCHIVE),
+        "RanklogShippingBacklogGrowing": _backlog, "RanklogOldestUnshippedTooOld": _oldest,
+        "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,
+        "RanklogRetentionNotRunning": _retention,
+    }
+    out = {name: builder(t) for name, builder in builders.items()}
+    for sig in SIGNATURE_ALERTS:
+        out[sig.alert] = _signature(sig.alert, sig.signatures)
+    return out
+
+
+_LABEL_REF = re.compile(r"\{\{ \$labels\.(\w+) \}\}")
+
+
+def render_template(text: str, labels: dict[str, str]) -> str:
+    """Prometheus' rendering of the only template form the rules use, ``{{ $labels.NAME }}``."""
+    return _LABEL_REF.sub(lambda m: labels.get(m.group(1), ""), text)
+
+
+def _expected(alert: Alert, t: Thresholds, series_labels: dict[str, str]) -> dict[str, Any]:
+    labels = {**series_labels, **alert.labels()}
+    notes = {key: render_template(value, labels) for key, value in annotations(alert, t).items()}
+    return {"exp_labels": labels, "exp_annotations": notes}
+
+
+def promtool_document(t: Thresholds | None = None, rule_file: str = "../generated/ranklog.rules.yml") -> dict[str, Any]:
+    """The promtool test file as a mapping (one test group per scenario)."""
+    t = t or Thresholds()
+    by_name = {alert.name: alert for alert in alerts(t)}
+    tests = []
+    for name, (fire, quiet) in scenarios(t).items():
+        alert = by_name[name]
+        for scenario in [*fire, *quiet]:
+            tests.append({
+                "name": f"{name}: {scenario.title}",
+                "interval": scenario.interval,
+                "input_series": [{"series": s, "values": v} for s, v in scenario.series.items()],
+                "alert_rule_test": [{
+                    "eval_time": scenario.eval_time, "alertname": name,
+                    "exp_alerts": [_expected(alert, t, labels) for labels in scenario.firing],
+                }],
+            })
+    return {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def render(t: Thresholds | None = None) -> str:
+    from dashboards.yaml_output import dump
+
+    header = "# Generated by `python -m dashboards.generate` from dashboards/rule_tests.py; do not edit.\n"
+    return dump(promtool_document(t), header)

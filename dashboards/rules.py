@@ -1,0 +1,385 @@
+"""ranklog's Prometheus alerting and recording rules, as Python data rendered to rule YAML.
+
+Every threshold is a field of :class:`Thresholds` (defaults in one place). The checked-in
+``generated/ranklog.rules.yml`` uses the defaults; a deployment renders its own with overrides::
+
+    python -m dashboards.rules --set error_burst_errors=100 --set disk_free_min_bytes=50GiB -o rules.yml
+
+(the Ansible prometheus role does exactly that with its ``ranklog_alert_thresholds`` mapping).
+
+Decisions the spec left open, written down here:
+
+* Counters such as ``ranklog_failure_signatures_total`` are born by their first event, so a plain
+  ``increase()`` never sees the jump from "no series" to 1. :func:`new_or_increase` treats a
+  series that did not exist one window ago as having grown from zero — but only when Prometheus
+  was already scraping that target one window ago, so a Prometheus restart or a freshly added
+  target does not page for old history.
+* The training job id is the metric's own ``job`` label (scrape with ``honor_labels: true``, see
+  :mod:`dashboards`); the node is ``instance``. Every per-rank alert carries instance, job, rank.
+* "Training stalled" compares the time since the step last changed with ``stall_factor`` times
+  the recent step time (never less than ``stall_min``). A job that finished normally looks the
+  same as a hang to these metrics, so the alert is a *warning* and clears itself ``stall_lookback``
+  after the last step.
+* "Retention not running" only fires when the archive has been up for the whole
+  ``retention_stale_after`` window, so a restarted archive gets one full period to run retention.
+* Annotations use only ``$labels`` (and the thresholds, rendered in at generation time), so the
+  promtool tests can state the exact text a receiver will get.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dashboards import AGENT_JOB, ARCHIVE_JOB, ERROR_LEVELS, GENERATED_DIR, THROUGHPUT_METRIC
+
+RULES_FILE = GENERATED_DIR / "ranklog.rules.yml"
+SIZE_FIELDS = ("backlog_min_bytes", "disk_free_min_bytes")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every tunable of the rules. Durations are Prometheus durations (``90s``, ``5m``, ``6h``)."""
+
+    error_burst_errors: int = 50  # ERROR/CRITICAL records of one rank within the window …
+    error_burst_window: str = "5m"
+    error_burst_for: str = "1m"
+    signature_window: str = "15m"  # a signature alert stays firing this long after the last match
+    signature_for: str = "0s"
+    silent_after: str = "5m"  # a rank with no record for this long …
+    others_fresh_within: str = "2m"  # … while another rank of its job logged within this
+    silent_for: str = "2m"
+    stall_factor: float = 5.0  # step unchanged for this many times the recent step time …
+    stall_min: str = "10m"  # … and for at least this long
+    stall_for: str = "5m"
+    step_time_window: str = "30m"  # window of the "recent step time"
+    progress_resolution: str = "2m"  # a step change within this counts as "advancing now" (>= 2 scrapes)
+    stall_lookback: str = "6h"
+    throughput_drop_fraction: float = 0.5  # throughput below (1 - this) × its average over …
+    throughput_baseline: str = "30m"
+    throughput_for: str = "5m"
+    agent_down_for: str = "2m"
+    archive_down_for: str = "2m"
+    backlog_min_bytes: int = 256 * 1024**2  # backlog above this and growing over the window
+    backlog_growth_window: str = "15m"
+    backlog_for: str = "15m"
+    oldest_unshipped_max: str = "15m"
+    oldest_unshipped_for: str = "5m"
+    rejected_requests: int = 0  # more than this many refused requests within the window
+    rejected_window: str = "10m"
+    rejected_for: str = "2m"
+    disk_free_min_bytes: int = 10 * 1024**3
+    disk_free_for: str = "5m"
+    retention_stale_after: str = "6h"
+    retention_for: str = "10m"
+    runbook_url: str = "dashboards/RUNBOOK.md"  # where RUNBOOK.md is served; each alert links its anchor
+
+    def seconds(self, name: str) -> float:
+        from ranklog.units import parse_duration
+
+        return parse_duration(getattr(self, name))
+
+
+@dataclass(frozen=True)
+class FailureSignatureAlert:
+    """One alert over a group of signature names (values of ranklog.signatures.SIGNATURES)."""
+
+    alert: str
+    signatures: tuple[str, ...]
+    what: str
+    severity: str = "critical"
+
+
+SIGNATURE_ALERTS: tuple[FailureSignatureAlert, ...] = (
+    FailureSignatureAlert("RanklogCudaOutOfMemory", ("cuda_oom",), "CUDA out of memory"),
+    FailureSignatureAlert("RanklogCudaError", ("cuda_error",), "a CUDA error"),
+    FailureSignatureAlert("RanklogNcclTimeout", ("nccl_timeout",), "an NCCL/collective timeout"),
+    FailureSignatureAlert("RanklogNcclError", ("nccl_error",), "an NCCL error"),
+    FailureSignatureAlert("RanklogRayActorDied", ("ray_actor_died", "raylet_died"), "a Ray actor or raylet death"),
+    FailureSignatureAlert("RanklogHostOomKill", ("ray_oom_kill",), "a host OOM kill"),
+    FailureSignatureAlert("RanklogNonFiniteValues", ("nonfinite_grad", "nan_loss"),
+                          "a non-finite loss or gradient", "warning"),
+)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alerting rule; ``summary`` and ``description`` may use ``{{ $labels.NAME }}`` only."""
+
+    name: str
+    expr: str
+    for_: str
+    severity: str
+    component: str
+    summary: str
+    description: str
+    group: str
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    def labels(self) -> dict[str, str]:
+        return {"severity": self.severity, "component": self.component, **self.extra_labels}
+
+
+@dataclass(frozen=True)
+class Record:
+    name: str
+    expr: str
+    group: str
+
+
+def wrap_expr(expr: str, width: int = 100) -> str:
+    """`expr` broken into lines at spaces (PromQL ignores the line breaks), for a readable rule file."""
+    import textwrap
+
+    if len(expr) <= width:
+        return expr
+    return "\n".join(textwrap.wrap(expr, width=width, break_long_words=False, break_on_hyphens=False))
+
+
+def runbook_anchor(alert_name: str) -> str:
+    """GitHub-style anchor of the RUNBOOK.md heading ``## <alert name>``."""
+    return alert_name.lower()
+
+
+def new_or_increase(selector: str, window: str) -> str:
+    """How much a counter grew within `window`, counting a series born inside it from zero."""
+    born = f"(0 + ({selector} unless {selector} offset {window}) and on(instance) (up offset {window}))"
+    return f"({born} or increase({selector}[{window}]))"
+
+
+def _records(t: Thresholds) -> list[Record]:
+    group = "ranklog-training.rules"
+    window_s = int(t.seconds("step_time_window"))
+    return [
+        Record("ranklog:training_step_advanced_timestamp_seconds",
+               f"timestamp(changes(ranklog_training_step[{t.progress_resolution}]) > 0)", group),
+        Record("ranklog:training_step_seconds:recent",
+               f"{window_s} / (delta(ranklog_training_step[{t.step_time_window}]) > 0)", group),
+    ]
+
+
+def _signature_alerts(t: Thresholds) -> list[Alert]:
+    out = []
+    for sig in SIGNATURE_ALERTS:
+        selector = f'ranklog_failure_signatures_total{{signature=~"{"|".join(sig.signatures)}"}}'
+        out.append(Alert(
+            sig.alert,
+            f"sum by (instance, job, rank, signature) ({new_or_increase(selector, t.signature_window)}) > 0",
+            t.signature_for, sig.severity, "training",
+            f"{sig.what[0].upper()}{sig.what[1:]} on rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}}",
+            f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node {{{{ $labels.instance }}}} logged "
+            f"{sig.what} (signature {{{{ $labels.signature }}}}) within the last {t.signature_window}.",
+            "ranklog-failures.rules"))
+    return out
+
+
+def _training_alerts(t: Thresholds) -> list[Alert]:
+    group = "ranklog-training.rules"
+    errors = f'ranklog_log_records_total{{level=~"{ERROR_LEVELS}"}}'
+    throughput = f'ranklog_training_metric{{name="{THROUGHPUT_METRIC}"}}'
+    keep = 1 - t.throughput_drop_fraction
+    return [
+        Alert("RanklogErrorBurst",
+              f"sum by (instance, job, rank) ({new_or_increase(errors, t.error_burst_window)})"
+              f" > {t.error_burst_errors}",
+              t.error_burst_for, "warning", "training",
+              "Error burst on rank {{ $labels.rank }} of job {{ $labels.job }}",
+              f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node {{{{ $labels.instance }}}} logged "
+              f"more than {t.error_burst_errors} ERROR/CRITICAL records within {t.error_burst_window}.",
+              group),
+        Alert("RanklogRankSilent",
+              f"(time() - ranklog_last_record_timestamp_seconds) > {t.seconds('silent_after'):g}"
+              f" and on(job) (time() - max by (job) (ranklog_last_record_timestamp_seconds))"
+              f" < {t.seconds('others_fresh_within'):g}",
+              t.silent_for, "critical", "training",
+              "Rank {{ $labels.rank }} of job {{ $labels.job }} went silent",
+              f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node {{{{ $labels.instance }}}} has "
+              f"written no log record for more than {t.silent_after} while other ranks of the job logged "
+              f"within {t.others_fresh_within}: it may be hung or dead.",
+              group),
+        Alert("RanklogTrainingStalled",
+              f"(time() - max_over_time(ranklog:training_step_advanced_timestamp_seconds[{t.stall_lookback}]))"
+              f" > on(instance, job, rank) clamp_min({t.stall_factor:g}"
+              f" * last_over_time(ranklog:training_step_seconds:recent[{t.stall_lookback}]),"
+              f" {t.seconds('stall_min'):g})",
+              t.stall_for, "warning", "training",
+              "Training stalled on rank {{ $labels.rank }} of job {{ $labels.job }}",
+              f"The training step of rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node "
+              f"{{{{ $labels.instance }}}} has not advanced for more than {t.stall_factor:g} times its recent "
+              f"step time (and at least {t.stall_min}).",
+              group),
+        Alert("RanklogThroughputDropped",
+              f"{throughput} < {keep:g} * avg_over_time({throughput}[{t.throughput_baseline}])",
+              t.throughput_for, "warning", "training",
+              "Throughput of job {{ $labels.job }} dropped on rank {{ $labels.rank }}",
+              f"{THROUGHPUT_METRIC} of rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node "
+              f"{{{{ $labels.instance }}}} is below {keep:.0%} of its average over the last "
+              f"{t.throughput_baseline}.",
+              group),
+    ]
+
+
+def _pipeline_alerts(t: Thresholds) -> list[Alert]:
+    agent, archive = f'job="{AGENT_JOB}"', f'job="{ARCHIVE_JOB}"'
+    rejected = f"ranklog_archive_rejected_requests_total{{{archive}}}"
+    return [
+        Alert("RanklogAgentDown", f"up{{{agent}}} == 0", t.agent_down_for, "critical", "agent",
+              "ranklog agent on {{ $labels.instance }} is down",
+              "Prometheus cannot scrape the ranklog agent on node {{ $labels.instance }}: logs of that node "
+              "are not shipped and its ranks are invisible to every other alert.", "ranklog-agent.rules"),
+        Alert("RanklogShippingBacklogGrowing",
+              f"ranklog_agent_backlog_bytes{{{agent}}} > {t.backlog_min_bytes}"
+              f" and deriv(ranklog_agent_backlog_bytes{{{agent}}}[{t.backlog_growth_window}]) > 0",
+              t.backlog_for, "warning", "agent",
+              "Shipping backlog growing on {{ $labels.instance }}",
+              f"The ranklog agent on node {{{{ $labels.instance }}}} holds more than {_size(t.backlog_min_bytes)} "
+              f"of unshipped log data and the backlog kept growing for {t.backlog_for}: the archive is not "
+              f"keeping up, and logs may be lost if files are rotated away first.", "ranklog-agent.rules"),
+        Alert("RanklogOldestUnshippedTooOld",
+              f"ranklog_agent_oldest_unshipped_seconds{{{agent}}} > {t.seconds('oldest_unshipped_max'):g}",
+              t.oldest_unshipped_for, "critical", "agent",
+              "Log data on {{ $labels.instance }} unshipped for too long",
+              f"The oldest log byte on node {{{{ $labels.instance }}}} has waited more than "
+              f"{t.oldest_unshipped_max} to be acknowledged by an archive: risk of log loss.",
+              "ranklog-agent.rules"),
+        Alert("RanklogArchiveDown", f"up{{{archive}}} == 0", t.archive_down_for, "critical", "archive",
+              "ranklog archive {{ $labels.instance }} is down",
+              "Prometheus cannot scrape the ranklog archive {{ $labels.instance }}: agents buffer in their "
+              "files until it is back.", "ranklog-archive.rules"),
+        Alert("RanklogArchiveRejectingIngest",
+              f"sum by (instance, job, reason) ({new_or_increase(rejected, t.rejected_window)})"
+              f" > {t.rejected_requests}",
+              t.rejected_for, "warning", "archive",
+              "Archive {{ $labels.instance }} rejects ingest ({{ $labels.reason }})",
+              f"The ranklog archive {{{{ $labels.instance }}}} refused more than {t.rejected_requests} ingest "
+              f"requests within {t.rejected_window} with reason {{{{ $labels.reason }}}}.",
+              "ranklog-archive.rules"),
+        Alert("RanklogArchiveDiskLow",
+              f"ranklog_archive_disk_free_bytes{{{archive}}} < {t.disk_free_min_bytes}",
+              t.disk_free_for, "critical", "archive",
+              "Archive {{ $labels.instance }} is low on disk",
+              f"The filesystem of the ranklog archive {{{{ $labels.instance }}}} has less than "
+              f"{_size(t.disk_free_min_bytes)} free; at zero it answers 507 and agents stop shipping.",
+              "ranklog-archive.rules"),
+        Alert("RanklogRetentionNotRunning",
+              f"(time() - ranklog_archive_retention_last_run_timestamp_seconds{{{archive}}})"
+              f" > {t.seconds('retention_stale_after'):g}"
+              f" and on(instance) min_over_time(up{{{archive}}}[{t.retention_stale_after}]) == 1",
+              t.retention_for, "warning", "archive",
+              "Retention is not running on archive {{ $labels.instance }}",
+              f"Retention has not completed on the ranklog archive {{{{ $labels.instance }}}} for more than "
+              f"{t.retention_stale_after} although the archive was up the whole time: the archive will grow "
+              f"until its disk is full.", "ranklog-archive.rules"),
+    ]
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} bytes"
+
+
+def alerts(t: Thresholds | None = None) -> list[Alert]:
+    t = t or Thresholds()
+    return [*_training_alerts(t), *_signature_alerts(t), *_pipeline_alerts(t)]
+
+
+def records(t: Thresholds | None = None) -> list[Record]:
+    return _records(t or Thresholds())
+
+
+def annotations(alert: Alert, t: Thresholds) -> dict[str, str]:
+    return {"summary": alert.summary, "description": alert.description,
+            "runbook_url": f"{t.runbook_url}#{runbook_anchor(alert.name)}"}
+
+
+def rule_groups(t: Thresholds | None = None) -> dict[str, Any]:
+    """The rule file as a mapping (groups in a stable order: recording rules first)."""
+    t = t or Thresholds()
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for rec in records(t):
+        groups.setdefault(rec.group, []).append({"record": rec.name, "expr": wrap_expr(rec.expr)})
+    for alert in alerts(t):
+        rule: dict[str, Any] = {"alert": alert.name, "expr": wrap_expr(alert.expr)}
+        if alert.for_ not in ("0s", "0m", "0"):
+            rule["for"] = alert.for_
+        rule["labels"] = alert.labels()
+        rule["annotations"] = annotations(alert, t)
+        groups.setdefault(alert.group, []).append(rule)
+    return {"groups": [{"name": name, "rules": rules} for name, rules in groups.items()]}
+
+
+def render(t: Thresholds | None = None) -> str:
+    from dashboards.yaml_output import dump
+
+    header = ("# Generated by `python -m dashboards.generate` from dashboards/rules.py; do not edit.\n"
+              "# Thresholds: python -m dashboards.rules --set KEY=VALUE (see dashboards/rules.py).\n")
+    return dump(rule_groups(t), header)
+
+
+def thresholds_from(overrides: dict[str, Any]) -> Thresholds:
+    """:class:`Thresholds` with `overrides` applied; unknown keys and bad values raise UserError."""
+    from ranklog.errors import ConfigError
+    from ranklog.units import parse_duration, parse_size
+
+    known = {f.name: f for f in dataclasses.fields(Thresholds)}
+    values: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"{key}: unknown threshold (known: {', '.join(sorted(known))})")
+        default = known[name].default
+        try:
+            if name in SIZE_FIELDS:
+                values[name] = parse_size(raw)
+            elif isinstance(default, bool) or not isinstance(default, (int, float)):
+                if name != "runbook_url":
+                    parse_duration(str(raw))  # validate; Prometheus gets the text as written
+                values[name] = str(raw)
+            else:
+                values[name] = type(default)(raw)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+    return dataclasses.replace(Thresholds(), **values)
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m dashboards.rules",
+                                     description="Render ranklog's Prometheus rules with thresholds.")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one threshold (repeatable); keys are the fields of Thresholds")
+    parser.add_argument("--params", type=Path, help="YAML mapping of threshold overrides")
+    parser.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ranklog.config import read_yaml
+    from ranklog.errors import ConfigError, UserError
+
+    args = _parse_args(argv)
+    try:
+        overrides: dict[str, Any] = read_yaml(args.params) if args.params else {}
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--set {item!r}: expected KEY=VALUE")
+            overrides[key.strip()] = value.strip()
+        text = render(thresholds_from(overrides))
+    except UserError as exc:
+        print(f"dashboards.rules: error: {exc}", file=sys.stderr)
+        return 2
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
