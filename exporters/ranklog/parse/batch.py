@@ -1,0 +1,139 @@
+"""The shared batch builder: parser columns + source context → one schema-conformant RecordBatch.
+
+Every parser hands over whatever columns its format yields (any subset of the record fields, nulls
+where a line had nothing); this module fills the rest the same way for all formats: the read time
+for a missing `ts`, `UNKNOWN` level, the context's host/ip/source/source_id/format, the layout
+defaults of `ctx.fields` (job, rank, …) where the line has none, and layout attributes such as the
+torchrun `attempt` merged into `attrs` (the line's own attrs win on a clash).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS, arrow_schema
+
+from .ansi import strip_ansi
+from .timestamps import TS_TYPE
+
+if TYPE_CHECKING:
+    from . import SourceContext
+
+_CONTEXT_FIELDS = ("host", "ip")
+_TEXT_FIELDS = ("msg", "exc")
+
+
+def field_type(name: str) -> pa.DataType:
+    return arrow_schema().field(name).type
+
+
+@lru_cache(maxsize=1)
+def empty_batch() -> pa.RecordBatch:
+    """A batch with no rows (immutable, so one is shared)."""
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in arrow_schema()], schema=arrow_schema())
+
+
+def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np.ndarray,
+                columns: Mapping[str, pa.Array | None], read_time_ns: int) -> pa.RecordBatch:
+    """One RecordBatch of `len(starts)` records; `starts` are the records' positions in the buffer."""
+    n = len(starts)
+    if n == 0:
+        return empty_batch()
+    defaults = ctx.fields or {}
+    out: dict[str, pa.Array] = {}
+    for name in FIELDS:
+        kind = field_type(name)
+        column = columns.get(name)
+        if column is not None and len(column) != n:
+            raise ValueError(f"column {name} has {len(column)} values for {n} records")
+        if name == "offset":
+            out[name] = pa.array(np.asarray(starts, dtype=np.int64) + base_offset, pa.int64())
+            continue
+        if name == "attrs":
+            out[name] = _merge_attrs(column, defaults, n)
+            continue
+        if name in ("source", "source_id"):
+            out[name] = pa.repeat(pa.scalar(getattr(ctx, name), pa.string()), n)
+            continue
+        column = _typed(column, kind, n)
+        if name == "ts":
+            column = pc.fill_null(column, pa.scalar(read_time_ns, pa.int64()).cast(TS_TYPE))
+        elif name == "level":
+            column = pc.fill_null(column, "UNKNOWN")
+        elif name == "msg":
+            column = strip_ansi(pc.fill_null(column, ""))
+        elif name == "exc":
+            column = strip_ansi(column)
+        elif name == "format":
+            column = pc.fill_null(column, ctx.format)
+        elif name in _CONTEXT_FIELDS:
+            column = pc.fill_null(column, getattr(ctx, name) or "unknown")
+        elif defaults.get(name) is not None:
+            column = pc.fill_null(column, pa.scalar(defaults[name]).cast(kind))
+        out[name] = column
+    return pa.RecordBatch.from_arrays([out[name] for name in FIELDS], schema=arrow_schema())
+
+
+def _typed(column: pa.Array | None, kind: pa.DataType, n: int) -> pa.Array:
+    if column is None:
+        return pa.nulls(n, kind)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.type == kind:
+        return column
+    if kind in (pa.int32(), pa.int64()) and not pa.types.is_integer(column.type):
+        return pa.nulls(n, kind) if pa.types.is_null(column.type) else column.cast(kind)
+    return column.cast(kind)
+
+
+def _merge_attrs(column: pa.Array | None, defaults: Mapping[str, Any], n: int) -> pa.Array:
+    """attrs JSON text per row, with the layout's extra attributes (`attempt`, …) underneath."""
+    layout = {k: v for k, v in defaults.items() if k not in _FIELD_SET and v is not None}
+    if column is None:
+        column = pa.nulls(n, pa.string())
+    elif isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    column = column.cast(pa.string())
+    if not layout:
+        return column
+    layout_json = json.dumps(layout, separators=(",", ":"), ensure_ascii=False, default=str)
+    if column.null_count == n:
+        return pa.repeat(pa.scalar(layout_json, pa.string()), n)
+    merged = [layout_json if value is None else _merge_one(layout, value) for value in column.to_pylist()]
+    return pa.array(merged, pa.string())
+
+
+def _merge_one(layout: Mapping[str, Any], text: str) -> str:
+    try:
+        own = json.loads(text)
+    except ValueError:
+        own = {"attrs": text}
+    if not isinstance(own, dict):
+        own = {"attrs": own}
+    return json.dumps({**layout, **own}, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """Batches in order as one batch (the parse result is a single batch)."""
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return empty_batch()
+    if len(batches) == 1:
+        return batches[0]
+    return pa.concat_batches(batches)
+
+
+_FIELD_SET = frozenset(FIELDS) | frozenset(INT32_FIELDS) | frozenset(INT64_FIELDS)
+
+
+def replace_columns(batch: pa.RecordBatch, columns: Mapping[str, pa.Array]) -> pa.RecordBatch:
+    """`batch` with some columns replaced, keeping the record schema (and its non-null fields)."""
+    arrays = [columns.get(name, batch.column(name)) for name in FIELDS]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())

@@ -1,0 +1,133 @@
+"""Reading a whole raw log directory (a copied Ray ``logs/`` folder, a torchrun ``--log-dir`` tree, a
+folder of ranklog files, or a mix) as records — what ``ranklog query/triage --log_dir`` run on.
+
+Every regular file that :func:`ranklog.parse.detect` recognises is parsed to its end (``final=True``
+at EOF, in bounded chunks so a multi-GB file never sits in memory whole). Host: the record's own
+when it carries one, else the layout's (``<job>/<host>/rank-…``), else ``unknown`` — a copied folder
+says nothing reliable about the machine that wrote it, and the reading machine's name would be
+wrong. ``source_id`` is the agent's identity (:func:`ranklog.agent.identity.make_source_id`: host,
+device, inode, head checksum), so records read here and records shipped by an agent from the same
+file carry the same key. Unreadable files are skipped with a warning; an unreadable directory is a
+:class:`~ranklog.errors.UserError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+
+from ranklog.errors import UserError
+from ranklog.record import arrow_schema
+
+from . import SourceContext, detect, parse
+
+CHUNK_BYTES = 8 * 1024 * 1024
+Progress = Callable[[int, int], None]
+_log = logging.getLogger(__name__)
+
+
+def iter_log_dir(path: str, *, progress: Progress | None = None) -> Iterator[pa.RecordBatch]:
+    """Record batches of every recognised file under `path`, file by file in path order.
+
+    `progress(done_bytes, total_bytes)` is called after each chunk.
+    """
+    files = list_log_files(path)
+    total = sum(size for _, _, size in files)
+    finished = 0  # bytes of the files already read
+    read_time_ns = time.time_ns()
+    for file_path, detected, size in files:
+        done = finished
+        for batch, nbytes in _parse_file(file_path, detected, read_time_ns):
+            done += nbytes
+            if progress is not None:
+                progress(min(done, total), total)
+            if batch.num_rows:
+                yield batch
+        finished += size
+    if progress is not None:
+        progress(total, total)
+
+
+def read_log_dir(path: str) -> pa.Table:
+    """Every record of the directory as one table (see :func:`iter_log_dir`)."""
+    return pa.Table.from_batches(list(iter_log_dir(path)), schema=arrow_schema())
+
+
+def list_log_files(path: str) -> list[tuple[str, object, int]]:
+    """(path, Detected, size) of every recognised regular file, sorted by path."""
+    _check_dir(path)
+    found = []
+
+    def on_error(exc: OSError) -> None:
+        _log.warning("skipping %s: %s", exc.filename, exc.strerror)
+
+    for root, dirs, names in os.walk(path, onerror=on_error):
+        dirs.sort()
+        for name in sorted(names):
+            file_path = os.path.join(root, name)
+            try:
+                if not os.path.isfile(file_path):
+                    continue
+                size = os.path.getsize(file_path)
+            except OSError:
+                continue
+            detected = detect(file_path)
+            if detected is not None:
+                found.append((file_path, detected, size))
+    return found
+
+
+def _check_dir(path: str) -> None:
+    if not os.path.exists(path):
+        raise UserError(f"log directory {path}: no such directory")
+    if not os.path.isdir(path):
+        raise UserError(f"log directory {path}: not a directory")
+    try:
+        os.listdir(path)
+    except OSError as exc:
+        raise UserError(f"log directory {path}: cannot read it ({exc.strerror})") from None
+
+
+def _parse_file(file_path: str, detected, read_time_ns: int) -> Iterator[tuple[pa.RecordBatch, int]]:
+    try:
+        fd = os.open(file_path, os.O_RDONLY)
+    except OSError as exc:
+        _log.warning("skipping %s: %s", file_path, exc.strerror)
+        return
+    try:
+        source_id = _source_id(fd, detected.fields.get("host") or "unknown", file_path)
+        if source_id is None:  # empty file
+            return
+        fields = {k: v for k, v in detected.fields.items() if k != "host"}
+        ctx = SourceContext(source=file_path, source_id=source_id, format=detected.format,
+                            host=detected.fields.get("host") or "unknown", ip="unknown", fields=fields)
+        offset, carry = 0, b""
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            while True:
+                block = handle.read(CHUNK_BYTES)
+                data = carry + block
+                final = not block
+                if not data:
+                    return
+                result = parse(data, offset, ctx, final=final, read_time_ns=read_time_ns)
+                offset += result.consumed
+                carry = data[result.consumed:]
+                yield result.batch, len(block)
+                if final:
+                    return
+    except OSError as exc:
+        _log.warning("stopped reading %s: %s", file_path, exc.strerror)
+    finally:
+        os.close(fd)
+
+
+def _source_id(fd: int, host: str, file_path: str) -> str | None:
+    """The agent's source id for this file (same key as when an agent ships it)."""
+    from ranklog.agent.identity import identify, make_source_id
+
+    ident = identify(fd, os.fstat(fd))
+    return None if ident is None else make_source_id(host, ident)

@@ -1,0 +1,361 @@
+"""The text engine behind every line-oriented format (python, ray, torchrun, verl-console, text, …).
+
+A format is a :class:`TextFormat`: line prefixes to peel off (``[default0]:``, ``(WorkerDict pid=…)``,
+``[rank3]:``), then layouts tried in order (RE2 regexes with named groups). Everything runs column-wise
+on Arrow arrays: decoding, ANSI stripping, prefix and layout extraction (``pyarrow.compute.extract_regex``),
+timestamp conversion, level normalisation. Python loops only where the data needs them: grouping of
+multi-line records (:mod:`.multiline`, skipped entirely when a block has no continuation lines),
+verl step lines, and attrs of the few rows that need merging.
+
+Group names in layouts: record fields (``ts``, ``level``, ``msg``, ``logger``, ``pid``, ``rank``, …) fill
+the record; ``_month``/``_day``/``_time`` build a glog timestamp (the year is the read time's);
+``_kv`` holds ranklog-text ``k=v`` pairs; other names starting with ``_`` are scaffolding; every other
+name goes to ``attrs`` (``file``, ``tid``, …).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
+
+from .batch import build_batch, empty_batch
+from .jsontext import join_members, json_member
+from .levels import guess_levels, normalize_levels
+from .lines import decode_lines, split_lines
+from .multiline import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Group, Grouping, Kind, group_lines
+from .steps import extract_steps
+from .timestamps import strings_to_timestamps
+
+if TYPE_CHECKING:
+    from . import ParseResult, SourceContext
+
+_CONNECTORS = (
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+)
+_MARKER = r"^:(?P<_marker>actor_name|task_name|job_id):(?P<_name>\S.*)$"
+_ROW_FIELDS = frozenset(FIELDS) - {"source", "source_id", "offset", "format", "attrs"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    pattern: str
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    layouts: tuple[Layout, ...]
+    prefixes: tuple[str, ...] = ()  # RE2 patterns anchored at ^; their named groups are record fields
+    markers: bool = False  # Ray `:actor_name:` / `:task_name:` / `:job_id:` lines set role / job after them
+    kv_hook: Callable[[list[str | None]], list[dict[str, Any]]] | None = None  # parses the `_kv` group
+    # a traceback after a header belongs to it at any level (the ranklog writer puts `exc` right
+    # there); otherwise only WARNING-or-above headers take one (see multiline)
+    traceback_follows_any_header: bool = False
+
+
+def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
+                     fmt: TextFormat) -> ParseResult:
+    """Parse the complete records of `data` with `fmt` (see the module docstring)."""
+    from . import ParseResult
+
+    options = ctx.options
+    lines = split_lines(data, final=final, max_line_bytes=int(options.get("max_line_bytes", 16 * 1024 * 1024)))
+    n = len(lines)
+    if n == 0:
+        return ParseResult(empty_batch(), lines.consumed, 0)
+    body = decode_lines(data, lines)
+    prefix_fields, streams, body = _peel_prefixes(body, fmt.prefixes)
+    header_fields, header = _match_layouts(body, fmt, options.get("timezone", "UTC"), read_time_ns)
+    severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
+    kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header)
+    grouping = group_lines(
+        kinds, lines.ends - lines.starts, streams, final=final or lines.cut,  # a cut line ends what it is in
+        max_lines=int(options.get("multiline_max_lines", DEFAULT_MAX_LINES)),
+        max_bytes=int(options.get("multiline_max_bytes", DEFAULT_MAX_BYTES)),
+    )
+    consumed = lines.consumed if grouping.cut >= n else int(lines.starts[grouping.cut])
+    if not len(grouping.starts):
+        return ParseResult(empty_batch(), consumed, 0)
+    if lines.cut:
+        last = int(grouping.starts[-1])
+        cut_group = grouping.multi.get(last) or Group(start=last, header=bool(header[last]), lines=[last], roles=["m"])
+        if cut_group.last == n - 1:
+            cut_group.split = cut_group.split or "line_cut"
+            grouping.multi[last] = cut_group
+    columns = _records(grouping, kinds, body, header_fields, prefix_fields, ctx)
+    first = grouping.starts
+    batch = build_batch(ctx, base_offset, lines.starts[first], columns, read_time_ns)
+    return ParseResult(batch, consumed, 0)
+
+
+# -- prefixes --------------------------------------------------------------------------------------
+def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]) -> tuple[dict[str, pa.Array], list[str] | None, pa.Array]:
+    fields: dict[str, pa.Array] = {}
+    stream: pa.Array | None = None
+    for pattern in prefixes:
+        wrapped = f"^(?P<_prefix>{pattern.lstrip('^')})(?P<_rest>.*)$"
+        if not pc.any(pc.match_substring_regex(body, wrapped)).as_py():
+            continue
+        found = pc.extract_regex(body, wrapped)
+        matched = found.is_valid()
+        prefix_text = pc.if_else(matched, found.field("_prefix"), "")
+        stream = prefix_text if stream is None else pc.binary_join_element_wise(stream, prefix_text, "")
+        for name in found.type.names if hasattr(found.type, "names") else [f.name for f in found.type]:
+            if name.startswith("_"):
+                continue
+            value = _blank_to_null(pc.if_else(matched, found.field(name), pa.scalar(None, pa.string())))
+            fields[name] = value if name not in fields else pc.coalesce(fields[name], value)
+        body = pc.if_else(matched, found.field("_rest"), body)
+    return fields, (stream.to_pylist() if stream is not None else None), body
+
+
+# -- layouts ---------------------------------------------------------------------------------------
+def _match_layouts(body: pa.Array, fmt: TextFormat, tz: str, read_time_ns: int) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """Record columns (full length, null where no layout matched) and the header mask."""
+    n = len(body)
+    remaining = np.ones(n, dtype=bool)
+    parts: dict[str, list[tuple[np.ndarray, pa.Array]]] = {}
+    for layout in fmt.layouts:
+        rows = np.flatnonzero(remaining)
+        if not len(rows):
+            break
+        subset = body if len(rows) == n else body.take(pa.array(rows))
+        found = pc.extract_regex(subset, layout.pattern)
+        valid = np.asarray(found.is_valid())
+        if not valid.any():
+            continue
+        hit_rows = rows[valid]
+        matched = found.filter(pa.array(valid))
+        for name, column in _layout_columns(matched, fmt, tz, read_time_ns).items():
+            parts.setdefault(name, []).append((hit_rows, column))
+        remaining[hit_rows] = False
+    columns = {name: _scatter(pieces, n) for name, pieces in parts.items()}
+    return columns, ~remaining
+
+
+def _layout_columns(found: pa.StructArray, fmt: TextFormat, tz: str, read_time_ns: int) -> dict[str, pa.Array]:
+    names = [found.type.field(i).name for i in range(found.type.num_fields)]
+    raw = {name: _blank_to_null(found.field(name)) for name in names}
+    out: dict[str, pa.Array] = {}
+    if "ts" in raw:
+        out["ts"] = strings_to_timestamps(raw["ts"], tz)
+    elif "_time" in raw:
+        year = str(datetime.fromtimestamp(read_time_ns / 1e9, tz=timezone.utc).year)
+        text = pc.binary_join_element_wise(year, "-", raw["_month"], "-", raw["_day"], "T", raw["_time"], "")
+        out["ts"] = strings_to_timestamps(text, tz)
+    if "level" in raw:
+        out["level"] = normalize_levels(raw["level"])
+    for name in ("msg", "logger", "host", "ip", "job", "role", "trace_id", "exc"):
+        if name in raw:
+            out[name] = raw[name]
+    if "msg" in names and "msg" not in out:
+        out["msg"] = found.field("msg")
+    for name in (*INT32_FIELDS, *INT64_FIELDS):
+        if name in raw and name != "offset":
+            out[name] = _to_int(raw[name], pa.int32() if name in INT32_FIELDS else pa.int64())
+    extra = [name for name in names if not name.startswith("_") and name not in _ROW_FIELDS]
+    pieces = [json_member(name, raw[name]) for name in extra]
+    attrs = join_members([p for p in pieces if p is not None], len(found))
+    if "_kv" in raw and fmt.kv_hook is not None:
+        out.update(_kv_columns(raw["_kv"], attrs, fmt.kv_hook))
+    elif extra:
+        out["attrs"] = attrs
+    return out
+
+
+def _kv_columns(kv: pa.Array, attrs: pa.Array, hook: Callable[[list[str | None]], list[dict[str, Any]]]) -> dict[str, pa.Array]:
+    parsed = hook(kv.to_pylist())
+    base = attrs.to_pylist()
+    out: dict[str, pa.Array] = {}
+    for name in ("rank", "local_rank", "pid"):
+        out[name] = pa.array([row.pop(name, None) for row in parsed], pa.int32())
+    for name in ("step", "seq"):
+        out[name] = pa.array([row.pop(name, None) for row in parsed], pa.int64())
+    for name in ("job", "role", "trace_id", "host", "ip"):
+        out[name] = pa.array([row.pop(name, None) for row in parsed], pa.string())
+    merged = []
+    for own, rest in zip(base, parsed, strict=True):
+        values = {**(json.loads(own) if own else {}), **rest}
+        merged.append(json.dumps(values, separators=(",", ":"), ensure_ascii=False) if values else None)
+    out["attrs"] = pa.array(merged, pa.string())
+    return out
+
+
+def _scatter(pieces: list[tuple[np.ndarray, pa.Array]], n: int) -> pa.Array:
+    """Full-length column from (row positions, values) pieces; null elsewhere."""
+    positions = np.concatenate([rows for rows, _ in pieces])
+    values = pa.concat_arrays([col.cast(pieces[0][1].type) for _, col in pieces])
+    index = np.full(n, -1, dtype=np.int64)
+    index[positions] = np.arange(len(positions))
+    return values.take(pa.array(index, mask=index < 0))
+
+
+def _to_int(column: pa.Array, kind: pa.DataType) -> pa.Array:
+    try:
+        return column.cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        limit = 1 << (kind.bit_width - 1)
+        values = []
+        for text in column.to_pylist():
+            try:
+                value = int(text) if text is not None else None
+            except ValueError:
+                value = None
+            values.append(value if value is not None and -limit <= value < limit else None)
+        return pa.array(values, kind)
+
+
+def _blank_to_null(column: pa.Array) -> pa.Array:
+    """extract_regex yields "" for optional groups that did not take part; that means absent."""
+    return pc.if_else(pc.equal(column, ""), pa.scalar(None, column.type), column)
+
+
+# -- classification --------------------------------------------------------------------------------
+def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, markers: bool, *,
+              every_header_takes_traceback: bool = False) -> np.ndarray:
+    kinds = np.full(len(body), Kind.OTHER, dtype=np.int8)
+    trimmed = pc.utf8_rtrim_whitespace(body)
+    blank = np.asarray(pc.fill_null(pc.equal(trimmed, ""), True))
+    indent = np.asarray(pc.fill_null(pc.or_(pc.starts_with(body, " "), pc.starts_with(body, "\t")), False)) & ~blank
+    kinds[indent] = Kind.INDENT
+    kinds[np.asarray(pc.fill_null(pc.equal(trimmed, "Traceback (most recent call last):"), False))] = Kind.TRACEBACK
+    kinds[np.asarray(pc.fill_null(pc.is_in(trimmed, pa.array(_CONNECTORS)), False))] = Kind.CONNECTOR
+    if markers:
+        kinds[np.asarray(pc.fill_null(pc.match_substring_regex(body, _MARKER), False))] = Kind.MARKER
+    kinds[header] = Kind.HEADER_ERROR if every_header_takes_traceback else Kind.HEADER
+    if level is not None:
+        severe = np.asarray(pc.fill_null(pc.is_in(level, pa.array(["WARNING", "ERROR", "CRITICAL"])), False))
+        kinds[header & severe] = Kind.HEADER_ERROR
+    kinds[blank] = Kind.BLANK
+    return kinds
+
+
+# -- records ---------------------------------------------------------------------------------------
+def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_fields: dict[str, pa.Array],
+             prefix_fields: dict[str, pa.Array], ctx: SourceContext) -> dict[str, pa.Array]:
+    starts = grouping.starts
+    first = pa.array(starts)
+    columns: dict[str, pa.Array] = {name: col.take(first) for name, col in header_fields.items()}
+    for name, col in prefix_fields.items():
+        taken = col.take(first)
+        kind = pa.int32() if name in INT32_FIELDS else pa.int64() if name in INT64_FIELDS else pa.string()
+        taken = _to_int(taken, kind) if kind != pa.string() else taken
+        columns[name] = pc.coalesce(columns[name], taken) if name in columns else taken
+    head_text = body.take(first)
+    msg = pc.coalesce(columns["msg"], head_text) if "msg" in columns else head_text
+    start_kinds = kinds[starts]
+    header = np.isin(start_kinds, (Kind.HEADER, Kind.HEADER_ERROR))
+    exc = None
+    extra_attrs: dict[int, dict[str, Any]] = {}
+    traceback_only = np.zeros(len(starts), dtype=bool)
+    if grouping.multi:
+        positions = np.searchsorted(starts, np.fromiter(grouping.multi, dtype=np.int64, count=len(grouping.multi)))
+        msg, exc, extra_attrs, traceback_only = _multiline_text(grouping, positions, body, header_fields.get("msg"),
+                                                                 msg, header)
+    columns["level"] = _levels(columns.get("level"), header, traceback_only, msg)
+    columns["msg"] = msg
+    if exc is not None:
+        columns["exc"] = exc
+    markers = np.flatnonzero(start_kinds == Kind.MARKER)
+    if len(markers) or ctx.state.get("role") is not None or ctx.state.get("job") is not None:
+        _apply_markers(markers, starts, body, columns, ctx)
+    if extra_attrs:
+        columns["attrs"] = _merge_rows(columns.get("attrs"), extra_attrs, len(starts))
+    columns["step"], columns["attrs"] = extract_steps(msg, columns.get("step"), columns.get("attrs"))
+    return {name: col for name, col in columns.items() if col is not None}
+
+
+def _levels(level: pa.Array | None, header: np.ndarray, traceback_only: np.ndarray, msg: pa.Array) -> pa.Array:
+    """The layout's level where it gave one; ERROR for bare tracebacks; a keyword guess for the rest
+    (guessed only for the rows that need it: most lines of a logging file have a level)."""
+    out = np.full(len(msg), None, dtype=object)
+    known = np.zeros(len(msg), dtype=bool)
+    if level is not None:
+        known = header & np.asarray(level.is_valid())
+        rows = np.flatnonzero(known)
+        out[rows] = np.asarray(level.take(pa.array(rows)).to_numpy(zero_copy_only=False), dtype=object)
+    out[traceback_only & ~known] = "ERROR"
+    guess_rows = np.flatnonzero(~known & ~traceback_only)
+    if len(guess_rows):
+        out[guess_rows] = np.asarray(guess_levels(msg.take(pa.array(guess_rows))).to_numpy(zero_copy_only=False),
+                                     dtype=object)
+    return pa.array(out, pa.string())
+
+
+def _multiline_text(grouping: Grouping, positions: np.ndarray, body: pa.Array, header_msg: pa.Array | None,
+                    msg: pa.Array, header: np.ndarray):
+    """msg/exc of the multi-line records (the others keep their single line), split marks, traceback flags."""
+    groups = list(grouping.multi.values())
+    needed = sorted({i for g in groups for i in g.lines})
+    line_text = dict(zip(needed, body.take(pa.array(needed, pa.int64())).to_pylist(), strict=True))
+    head_msgs = {}
+    if header_msg is not None:
+        heads = [g.start for g in groups if g.header]
+        if heads:
+            head_msgs = dict(zip(heads, header_msg.take(pa.array(heads, pa.int64())).to_pylist(), strict=True))
+    n = len(msg)
+    exc_values: list[str | None] = [None] * n
+    extra: dict[int, dict[str, Any]] = {}
+    traceback_only = np.zeros(n, dtype=bool)
+    new_msgs = []
+    for position, g in zip(positions.tolist(), groups, strict=True):
+        head = head_msgs.get(g.start) if g.header else None
+        head = line_text[g.start] if head is None else head
+        msg_lines = [line_text[i] for i, role in zip(g.lines[1:], g.roles[1:], strict=True) if role == "m"]
+        exc_lines = [line_text[i] for i, role in zip(g.lines, g.roles, strict=True) if role == "x"]
+        if g.roles[0] == "x" and not header[position]:
+            summary = [line_text[i] for i in g.exception_lines]
+            head = summary[-1] if summary else head
+            traceback_only[position] = True
+        new_msgs.append("\n".join([head, *msg_lines]) if msg_lines else head)
+        exc_values[position] = "\n".join(exc_lines) if exc_lines else None
+        if g.split:
+            extra[position] = {"line_cut": True} if g.split == "line_cut" else {"multiline": g.split}
+    mask = np.zeros(n, dtype=bool)
+    mask[positions] = True
+    order = np.argsort(positions)
+    replacements = pa.array([new_msgs[k] for k in order.tolist()], pa.string())
+    msg = pc.replace_with_mask(msg, pa.array(mask), replacements)
+    return msg, pa.array(exc_values, pa.string()), extra, traceback_only
+
+
+def _apply_markers(markers: np.ndarray, starts: np.ndarray, body: pa.Array, columns: dict[str, pa.Array],
+                   ctx: SourceContext) -> None:
+    """Ray prints `:actor_name:X` / `:task_name:X` / `:job_id:J` before an actor's / task's output: the
+    role (and job) of the lines that follow, carried in ctx.state across calls and restarts."""
+    found = pc.extract_regex(body.take(pa.array(starts[markers], pa.int64())), _MARKER).to_pylist() if len(markers) else []
+    n = len(starts)
+    for name, marker_names in (("role", ("actor_name", "task_name")), ("job", ("job_id",))):
+        values: list[str | None] = [None] * n
+        current = ctx.state.get(name)
+        previous = 0
+        for position, match in zip(markers.tolist(), found, strict=True):
+            values[previous:position] = [current] * (position - previous)
+            if match and match["_marker"] in marker_names:
+                current = match["_name"]
+            previous = position
+        values[previous:] = [current] * (n - previous)
+        if current is not None:
+            ctx.state[name] = current
+        if any(v is not None for v in values):
+            marked = pa.array(values, pa.string())
+            columns[name] = pc.coalesce(columns[name], marked) if name in columns else marked
+
+
+def _merge_rows(attrs: pa.Array | None, extra: dict[int, dict[str, Any]], n: int) -> pa.Array:
+    base = attrs.to_pylist() if attrs is not None else [None] * n
+    for position, more in extra.items():
+        own = base[position]
+        base[position] = json.dumps({**(json.loads(own) if own else {}), **more}, separators=(",", ":"),
+                                    ensure_ascii=False)
+    return pa.array(base, pa.string())

@@ -1,0 +1,294 @@
+"""JSON lines in bulk: pyarrow's JSON reader on whole blocks, per-line Python only for the lines that fail.
+
+The fast path hands a block of complete lines to ``pyarrow.json.read_json`` and converts the columns
+it yields. A block that the reader rejects (a malformed line, a known field with the wrong type, an
+unexpected value such as a timestamp that does not parse) is bisected until the offending lines are
+isolated; those go through ``json.loads`` + ``record.normalize_row`` (wrong-typed fields end up in
+``attrs``) or, when they are not JSON objects at all, become ``text`` records with ``parse_error`` in
+``attrs``. Fields that are not record fields go to ``attrs`` exactly as the line spelled them
+(re-read from the line's own bytes, so the reader's type inference never alters them).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from ranklog.record import INT32_FIELDS, INT64_FIELDS, normalize_row
+
+from .ansi import strip_ansi_text
+from .batch import build_batch, concat
+from .jsontext import join_members, json_member
+from .levels import guess_levels, normalize_levels
+from .lines import Lines, blank_mask, split_lines
+from .timestamps import TS_TYPE, strings_to_timestamps, to_timestamps
+
+if TYPE_CHECKING:
+    from . import ParseResult, SourceContext
+
+# Record field → JSON keys that may carry it, first present wins.
+Mapping_ = Mapping[str, Sequence[str]]
+# pyarrow's reader crashes the process on very deep nesting (~10,000 levels); lines with this many
+# opening brackets are parsed by Python instead (which raises a clean RecursionError).
+_MAX_OPEN_BRACKETS = 1000
+_SMALL_BLOCK = 8  # below this many lines, bisecting costs more than parsing line by line
+_STRING_FIELDS = ("msg", "exc", "logger", "host", "ip", "job", "role", "trace_id")
+
+# Turns the parsed extras of one line into the attrs dict (verl-jsonl renames `data` to `metrics`).
+ExtrasHook = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class _Fallback(Exception):
+    """This block cannot take the fast path as a whole."""
+
+
+def parse_json_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
+                     mapping: Mapping_, extras_hook: ExtrasHook | None = None) -> ParseResult:
+    """Parse every complete JSON line of `data`; see the module docstring for the fallbacks."""
+    from . import ParseResult
+
+    max_line = int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024))
+    lines = split_lines(data, final=final, max_line_bytes=max_line)
+    keep = np.flatnonzero(~blank_mask(data, lines))
+    reader = _BlockReader(data, lines, mapping, extras_hook, ctx.options.get("timezone", "UTC"))
+    reader.read(keep)
+    batches = [build_batch(ctx, base_offset, lines.starts[idx], cols, read_time_ns) for idx, cols in reader.pieces]
+    return ParseResult(batch=concat(batches), consumed=lines.consumed, errors=reader.errors)
+
+
+class _BlockReader:
+    """Bisecting reader: collects (line indices, columns) pieces in line order."""
+
+    def __init__(self, data: bytes, lines: Lines, mapping: Mapping_, extras_hook: ExtrasHook | None,
+                 tz: str) -> None:
+        self.data = data
+        self.lines = lines
+        self.mapping = {name: tuple(keys) for name, keys in mapping.items()}
+        self.mapped_keys = frozenset(k for keys in self.mapping.values() for k in keys)
+        self.extras_hook = extras_hook
+        self.tz = tz
+        self.pieces: list[tuple[np.ndarray, dict[str, pa.Array]]] = []
+        self.errors = 0
+        self._rows: list[dict[str, Any]] = []
+        self._row_idx: list[int] = []
+
+    def read(self, idx: np.ndarray) -> None:
+        self._read(idx)
+        self._flush_rows()
+
+    def _read(self, idx: np.ndarray) -> None:
+        if len(idx) == 0:
+            return
+        if len(idx) <= _SMALL_BLOCK:
+            for i in idx.tolist():
+                self._one_line(i)
+            return
+        try:
+            columns = self._bulk(idx)
+        except _Fallback:
+            middle = len(idx) // 2
+            self._read(idx[:middle])
+            self._read(idx[middle:])
+            return
+        self._flush_rows()
+        self.pieces.append((idx, columns))
+
+    def _raw(self, i: int) -> bytes:
+        return self.data[int(self.lines.starts[i]): int(self.lines.ends[i])]
+
+    # -- fast path -------------------------------------------------------------------------------
+    def _bulk(self, idx: np.ndarray) -> dict[str, pa.Array]:
+        lo, hi = int(self.lines.starts[idx[0]]), int(self.lines.ends[idx[-1]])
+        block = self.data[lo:hi]
+        if self._too_deep(idx):
+            raise _Fallback
+        try:
+            table = pa_json.read_json(
+                io.BytesIO(block),
+                read_options=pa_json.ReadOptions(use_threads=False, block_size=len(block) + 1),
+                parse_options=pa_json.ParseOptions(newlines_in_values=False),
+            )
+        except (pa.ArrowException, ValueError, UnicodeError, OverflowError) as exc:
+            raise _Fallback from exc
+        if table.num_rows != len(idx):  # e.g. two objects on one line
+            raise _Fallback
+        table = table.combine_chunks()
+        columns: dict[str, pa.Array] = {}
+        contested = np.zeros(len(idx), dtype=bool)  # rows where two keys claim one field: the loser goes to attrs
+        for name, keys in self.mapping.items():
+            present = [table.column(k).chunk(0) for k in keys if k in table.column_names]
+            converted = [self._convert(name, col) for col in present]
+            if len(converted) == 1:
+                columns[name] = converted[0]
+            elif converted:
+                columns[name] = pc.coalesce(*converted)
+                claims = sum(np.asarray(col.is_valid(), dtype=np.int8) for col in present)
+                contested |= claims > 1
+        columns["attrs"] = self._attrs(idx, table, contested)
+        return columns
+
+    def _too_deep(self, idx: np.ndarray) -> bool:
+        """Does any line hold more opening brackets than pyarrow can safely nest? (Only a line of at
+        least that many bytes can, so ordinary lines cost nothing here.)"""
+        lengths = self.lines.ends[idx] - self.lines.starts[idx]
+        for i in idx[lengths >= _MAX_OPEN_BRACKETS].tolist():
+            raw = self._raw(i)
+            if raw.count(b"[") + raw.count(b"{") >= _MAX_OPEN_BRACKETS:
+                return True
+        return False
+
+    def _convert(self, name: str, column: pa.Array) -> pa.Array:
+        kind = column.type
+        if pa.types.is_null(kind):
+            return column
+        if name == "ts":
+            if not (pa.types.is_string(kind) or pa.types.is_timestamp(kind) or pa.types.is_integer(kind)
+                    or pa.types.is_floating(kind)):
+                raise _Fallback
+            converted = to_timestamps(column, self.tz)
+            if converted.null_count > column.null_count:  # a value that is not a time: keep it in attrs
+                raise _Fallback
+            return converted
+        if name == "level":
+            if not (pa.types.is_string(kind) or pa.types.is_integer(kind)):
+                raise _Fallback
+            return normalize_levels(column)
+        if name in INT32_FIELDS or name in INT64_FIELDS:
+            if not pa.types.is_integer(kind):
+                raise _Fallback
+            target = pa.int32() if name in INT32_FIELDS else pa.int64()
+            try:
+                return column.cast(target)
+            except pa.ArrowInvalid as exc:
+                raise _Fallback from exc
+        if not pa.types.is_string(kind):
+            raise _Fallback
+        return column
+
+    def _attrs(self, idx: np.ndarray, table: pa.Table, contested: np.ndarray) -> pa.Array:
+        """attrs JSON per row: built column-wise for plain values, from the raw line otherwise. Only the
+        rows that carry extra keys are touched (usually a minority)."""
+        extra = [name for name in table.column_names if name not in self.mapped_keys]
+        if not extra and not contested.any():
+            return pa.nulls(len(idx), pa.string())
+        has_extra = contested.copy()
+        for name in extra:
+            has_extra |= np.asarray(table.column(name).is_valid())
+        rows = np.flatnonzero(has_extra)
+        if not len(rows):
+            return pa.nulls(len(idx), pa.string())
+        subset = table.select(extra).take(pa.array(rows)).combine_chunks()
+        raw_rows = contested[rows].copy()
+        pieces: list[pa.Array] = []
+        for name in extra:
+            column = subset.column(name).chunk(0) if subset.num_rows else pa.nulls(0)
+            piece = None if self.extras_hook is not None or name == "attrs" else json_member(name, column)
+            valid = np.asarray(column.is_valid())
+            if piece is None:
+                raw_rows |= valid
+            else:
+                raw_rows |= valid & np.asarray(piece.is_null())  # values only Python can spell exactly
+                pieces.append(piece)
+        attrs = join_members(pieces, len(rows))
+        if raw_rows.any():
+            values = attrs.to_pylist()
+            for j in np.flatnonzero(raw_rows).tolist():
+                values[j] = self._extras_json(json.loads(self._raw(int(idx[rows[j]])), strict=False))
+            attrs = pa.array(values, pa.string())
+        index = np.full(len(idx), -1, dtype=np.int64)
+        index[rows] = np.arange(len(rows))
+        return attrs.take(pa.array(index, mask=index < 0))
+
+    def _winners(self, obj: dict[str, Any]) -> dict[str, str]:
+        """Record field → the key of `obj` that fills it (the first mapped key with a value)."""
+        winners: dict[str, str] = {}
+        for name, keys in self.mapping.items():
+            for key in keys:
+                if obj.get(key) is not None:
+                    winners[name] = key
+                    break
+        return winners
+
+    def _extras_json(self, obj: dict[str, Any]) -> str | None:
+        used = set(self._winners(obj).values())
+        extras = {k: v for k, v in obj.items() if k not in used and v is not None}
+        nested = extras.pop("attrs", None) if "attrs" not in self.mapping else None
+        if isinstance(nested, dict):
+            extras = {**nested, **extras}
+        elif nested is not None:
+            extras["attrs"] = nested
+        if self.extras_hook is not None:
+            extras = self.extras_hook(extras)
+        return json.dumps(extras, ensure_ascii=False, separators=(",", ":"), default=str) if extras else None
+
+    # -- slow path -------------------------------------------------------------------------------
+    def _one_line(self, i: int) -> None:
+        raw = self._raw(i)
+        text = raw.decode("utf-8", "replace")
+        try:
+            obj = json.loads(text, strict=False)  # raw control characters (NUL, tabs) are kept
+            if not isinstance(obj, dict):
+                raise ValueError(f"not a JSON object but {type(obj).__name__}")
+            row = self._mapped_row(obj)
+        except (ValueError, RecursionError, TypeError, OverflowError) as exc:
+            self.errors += 1
+            row = {"msg": strip_ansi_text(text), "format": "text", "level": None,
+                   "attrs": json.dumps({"parse_error": str(exc)[:300]}, separators=(",", ":"))}
+        self._rows.append(row)
+        self._row_idx.append(i)
+
+    def _mapped_row(self, obj: dict[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        rejected: dict[str, Any] = {}
+        for name, key in self._winners(obj).items():
+            value = obj[key]
+            if name == "ts" and isinstance(value, str):
+                ns = _text_to_ns(value, self.tz)
+                if ns is None:
+                    rejected[key] = value
+                    continue
+                value = ns
+            elif (name in INT32_FIELDS or name in INT64_FIELDS) and isinstance(value, float) and not value.is_integer():
+                rejected[key] = value  # int() would silently truncate it
+                continue
+            fields[name] = value
+        attrs = self._extras_json(obj)
+        if rejected:
+            attrs = json.dumps({**(json.loads(attrs) if attrs else {}), **rejected}, ensure_ascii=False,
+                               separators=(",", ":"), default=str)
+        row = normalize_row({**fields, "attrs": attrs})
+        if "level" not in fields:
+            row["level"] = None
+        return row
+
+    def _flush_rows(self) -> None:
+        if not self._rows:
+            return
+        rows, self._rows = self._rows, []
+        idx, self._row_idx = np.asarray(self._row_idx, dtype=np.int64), []
+        columns: dict[str, pa.Array] = {}
+        for name in ("level", "msg", "attrs", "format", *_STRING_FIELDS):
+            columns[name] = pa.array([row.get(name) for row in rows], pa.string())
+        for name in INT32_FIELDS:
+            columns[name] = pa.array([row.get(name) for row in rows], pa.int32())
+        for name in ("step", "seq"):
+            columns[name] = pa.array([row.get(name) for row in rows], pa.int64())
+        columns["ts"] = pa.array([row.get("ts") for row in rows], pa.int64()).cast(TS_TYPE)
+        unparsed = pc.fill_null(pc.equal(columns["format"], "text"), False)
+        if pc.any(unparsed).as_py():
+            columns["level"] = pc.if_else(unparsed, guess_levels(columns["msg"]), columns["level"])
+        self.pieces.append((idx, columns))
+
+
+
+def _text_to_ns(text: str, tz: str) -> int | None:
+    """One timestamp text, converted exactly as the bulk path does (nanoseconds, `tz` for naive times)."""
+    value = strings_to_timestamps(pa.array([text], pa.string()), tz)[0]
+    return None if not value.is_valid else value.cast(pa.int64()).as_py()

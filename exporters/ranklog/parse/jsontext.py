@@ -1,0 +1,68 @@
+"""Building JSON object text column-wise with Arrow kernels (attrs of millions of rows without a Python loop).
+
+A value is rendered only when its text is certain to be exact JSON; otherwise the member is null and
+the caller renders that row in Python. See :func:`json_member`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+
+
+def json_member(name: str, column: pa.Array) -> pa.Array | None:
+    """`"name":value` per row; null where the value is null or only Python can spell it exactly.
+
+    Returns None for a column that cannot be rendered at all: nested values, and timestamps that
+    type inference made of strings (the line's own spelling is needed).
+    """
+    kind = column.type
+    key = pa.scalar(json.dumps(name, ensure_ascii=False) + ":", pa.string())
+    empty = pa.scalar("", pa.string())
+    if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+        text = column.cast(pa.string())
+    elif pa.types.is_floating(kind):
+        values = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
+        magnitude = np.abs(values)
+        # Arrow and Python switch to exponent notation at different magnitudes; huge doubles may be
+        # integers the reader rounded: such rows are left to Python.
+        plain = np.isfinite(values) & ((magnitude == 0) | ((magnitude >= 1e-4) & (magnitude < 1e9)))
+        text = column.cast(pa.string())
+        # Arrow spells 6.0 as "6"; Python's json (the per-line path) as "6.0": keep one spelling
+        integral = pc.invert(pc.match_substring_regex(text, r"[.eE]"))
+        text = pc.if_else(integral, pc.binary_join_element_wise(text, _POINT_ZERO, empty), text)
+        text = pc.if_else(pa.array(plain), text, _NULL)
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        plain = pc.invert(pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), True))
+        text = pc.if_else(plain, pc.binary_join_element_wise(_QUOTE, column, _QUOTE, empty), _NULL)
+    else:
+        return None
+    return pc.binary_join_element_wise(key, text, empty)
+
+
+def join_members(pieces: list[pa.Array], n: int) -> pa.Array:
+    """`{member,member,…}` per row from json_member pieces; null where a row has no member.
+
+    (Not ``binary_join_element_wise(..., null_handling="skip")``: in pyarrow 26 it drops the rows
+    where every input is null, returning a shorter column.)
+    """
+    if not pieces:
+        return pa.nulls(n, pa.string())
+    empty = pa.scalar("", pa.string())
+    with_commas = [pc.fill_null(pc.binary_join_element_wise(piece, _COMMA, empty), empty) for piece in pieces]
+    joined = pc.utf8_rtrim(pc.binary_join_element_wise(*with_commas, empty), characters=",")
+    return pc.if_else(pc.equal(joined, empty), pa.scalar(None, pa.string()),
+                      pc.binary_join_element_wise(_OPEN, joined, _CLOSE, empty))
+
+
+_COMMA = pa.scalar(",", pa.string())
+_QUOTE = pa.scalar('"', pa.string())
+_POINT_ZERO = pa.scalar(".0", pa.string())
+_NULL = pa.scalar(None, pa.string())
+_OPEN = pa.scalar("{", pa.string())
+_CLOSE = pa.scalar("}", pa.string())

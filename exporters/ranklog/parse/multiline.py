@@ -1,0 +1,271 @@
+"""Multi-line grouping: which lines form one record (a traceback, an indented continuation).
+
+Lines are classified in bulk (:class:`Kind`); this module walks the kinds and returns groups. Rules:
+
+- A layout header (``2026-… INFO name: msg``) always starts a record; so does a marker line.
+- An indented line continues the open record (in the message, or in the traceback once one began).
+- ``Traceback (most recent call last):`` continues a WARNING-or-above header record that has no
+  traceback yet (what ``logger.exception`` / ``exc_info=True`` write); anywhere else, e.g. after an
+  INFO line, it starts its own record (an uncaught exception).
+- Inside a traceback, the first non-indented line is the exception (``ValueError: …``); further
+  non-indented lines continue its message until a blank line or a header; blank lines followed by
+  ``During handling of the above exception…`` / ``The above exception was the direct cause…`` and a
+  new ``Traceback`` keep chained exceptions in one record.
+- Any other line starts a record of its own; a blank line closes the open record (blank lines carry
+  no record; inside a traceback they are kept only when the traceback continues after them).
+- Interleaved streams (``[default0]:`` / ``(WorkerDict pid=…)`` / ``[rank3]:`` prefixes) are grouped
+  separately; a stream's open record also ends ``stream_window`` (1,000) lines after its last line.
+- Bounds: a record is split when it would exceed ``max_lines`` lines or ``max_bytes`` bytes; the
+  head gets attrs ``multiline: "split"`` and the rest ``multiline: "continued"``.
+
+A record is complete once a line that cannot belong to it has been seen (or at ``final``);
+:func:`group_lines` returns the cut-off line before which everything is complete and self-contained,
+which is what makes feeding a file in arbitrary chunks give exactly the records of one whole feed.
+(One corner is not exact: when a record longer than the bounds is still open at the end of a call,
+the rest re-offered later starts fresh and loses its ``continued`` mark; its lines are all kept.)
+
+Speed: the line-by-line walk runs only on stretches that need it. Headers, markers and plain lines
+outside a traceback are points where the walk's state is provably fresh; a stretch between two such
+points that is a single line (plus blank lines) is a record without walking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+DEFAULT_MAX_LINES = 2000
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_STREAM_WINDOW = 1000
+
+
+class Kind(IntEnum):
+    OTHER = 0
+    HEADER = 1
+    BLANK = 2
+    INDENT = 3
+    TRACEBACK = 4
+    CONNECTOR = 5
+    MARKER = 6
+    HEADER_ERROR = 7  # a header at WARNING or above: the one a following traceback belongs to
+
+
+class _Tb(IntEnum):
+    NONE = 0
+    FRAMES = 1
+    EXCEPTION = 2
+    CONNECTOR = 3
+
+
+@dataclass
+class Group:
+    """One record: its line indices and, per line, whether it belongs to msg ('m') or exc ('x')."""
+
+    start: int
+    header: bool
+    lines: list[int] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+    exception_lines: list[int] = field(default_factory=list)  # first line after each traceback's frames
+    split: str | None = None  # "split" (head of an over-long record) or "continued"
+    marker: bool = False
+    nbytes: int = 0
+    tb: _Tb = _Tb.NONE
+    had_traceback: bool = False
+    takes_traceback: bool = False
+    blanks: list[int] = field(default_factory=list)
+
+    @property
+    def last(self) -> int:
+        return self.lines[-1]
+
+    @property
+    def last_seen(self) -> int:
+        """The last line that belongs, or may belong, to this record (tentative blank lines too)."""
+        return self.blanks[-1] if self.blanks else self.lines[-1]
+
+
+@dataclass
+class Grouping:
+    """Complete records before `cut`: their first lines, and the details of those that are not a
+    plain single line (keyed by first line). Plain single lines are the bulk and stay in numpy."""
+
+    starts: np.ndarray  # int64, ascending
+    multi: dict[int, Group]
+    cut: int
+
+
+_CONTINUATION = (Kind.INDENT, Kind.TRACEBACK, Kind.CONNECTOR)
+_STARTERS = (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER)
+
+
+def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: list[str] | None, *, final: bool,
+                max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES,
+                stream_window: int = DEFAULT_STREAM_WINDOW) -> Grouping:
+    """Group lines into records (see the module docstring).
+
+    With interleaved streams, a record also ends once `stream_window` lines have passed since its
+    last line, so a stream that falls silent cannot hold back the lines of the others.
+    """
+    if streams is not None:
+        return _walk_streams(kinds, lengths, streams, final=final, max_lines=max_lines, max_bytes=max_bytes,
+                             stream_window=stream_window)
+    n = len(kinds)
+    index = np.arange(n)
+    # Lines where the walker's state is provably fresh: headers and markers always start a record; a
+    # plain line does too unless a traceback began earlier in its header's section (then it may be
+    # the exception line). Runs between such boundaries are walked only when they hold more than one
+    # record's worth of lines; the rest are single-line records, decided in bulk.
+    starter = np.isin(kinds, _STARTERS)
+    section_start = np.maximum.accumulate(np.where(starter, index, 0)) if n else index
+    last_traceback = np.maximum.accumulate(np.where(kinds == Kind.TRACEBACK, index, -1)) if n else index
+    in_traceback = last_traceback >= section_start
+    in_traceback &= ~starter  # a header itself is fresh even right after a traceback
+    boundary = starter | ((kinds == Kind.OTHER) & ~in_traceback)
+    boundary[0:1] = True
+    bounds = np.flatnonzero(boundary)
+    ends = np.append(bounds[1:], n)
+    first_kind = kinds[bounds]
+    # a run is trivial when its first line is no continuation and everything after it is blank
+    nonblank_after = np.add.reduceat((kinds != Kind.BLANK).astype(np.int64), bounds) - (first_kind != Kind.BLANK)
+    trivial = (nonblank_after == 0) & ~np.isin(first_kind, _CONTINUATION)
+    starts: list[np.ndarray] = []
+    multi: dict[int, Group] = {}
+    open_start: int | None = None
+    simple = bounds[trivial & (first_kind != Kind.BLANK)]
+    starts.append(simple)
+    length_list = lengths.tolist() if (~trivial).any() else []
+    for lo, hi in zip(bounds[~trivial].tolist(), ends[~trivial].tolist(), strict=True):
+        walker = _Walker(length_list, max_lines, max_bytes, stream_window)
+        for i, kind in zip(range(lo, hi), kinds[lo:hi].tolist(), strict=True):
+            walker.feed(i, kind, "")
+        pending = walker.open.get("")
+        if pending is not None and hi < n:
+            walker.close("")  # the next boundary ends it
+        elif pending is not None:
+            if final:
+                walker.close("")
+            else:
+                open_start = pending.start
+        starts.append(np.array([group.start for group in walker.groups], dtype=np.int64))
+        multi.update((g.start, g) for g in walker.groups if len(g.lines) > 1 or g.roles[0] == "x" or g.split)
+    all_starts = np.sort(np.concatenate(starts)) if starts else np.zeros(0, np.int64)
+    cut = n
+    if not final:
+        if open_start is not None:
+            cut = open_start
+        elif len(all_starts) and all_starts[-1] == n - 1 and kinds[n - 1] != Kind.BLANK:
+            cut = int(all_starts[-1])  # the next line may continue it
+    keep = all_starts < cut
+    return Grouping(all_starts[keep].astype(np.int64), {s: g for s, g in multi.items() if s < cut}, cut)
+
+
+def _walk_streams(kinds: np.ndarray, lengths: np.ndarray, streams: list[str], *, final: bool, max_lines: int,
+                  max_bytes: int, stream_window: int) -> Grouping:
+    """Interleaved streams: every line through the walker, one open record per stream."""
+    n = len(kinds)
+    walker = _Walker(lengths.tolist(), max_lines, max_bytes, stream_window)
+    for i, kind in enumerate(kinds.tolist()):
+        walker.feed(i, kind, streams[i])
+    for stream, group in list(walker.open.items()):
+        if final or n - group.last_seen > stream_window:
+            walker.close(stream)
+    groups = sorted(walker.groups, key=lambda g: g.start)
+    cut = min((g.start for g in walker.open.values()), default=n)
+    while True:
+        overlapping = [g.start for g in groups if g.start < cut and g.last >= cut]
+        if not overlapping:
+            break
+        cut = min(overlapping)
+    kept = [g for g in groups if g.start < cut]
+    multi = {g.start: g for g in kept if len(g.lines) > 1 or g.roles[0] == "x" or g.split}
+    return Grouping(np.array([g.start for g in kept], dtype=np.int64), multi, cut)
+
+
+class _Walker:
+    def __init__(self, lengths: list[int], max_lines: int, max_bytes: int, stream_window: int) -> None:
+        self.lengths = lengths
+        self.max_lines = max_lines
+        self.max_bytes = max_bytes
+        self.stream_window = stream_window
+        self.open: dict[str, Group] = {}
+        self.groups: list[Group] = []
+
+    def feed(self, i: int, kind: int, stream: str) -> None:
+        group = self.open.get(stream)
+        if group is not None and i - group.last_seen > self.stream_window:
+            self.close(stream)
+            group = None
+        if kind == Kind.BLANK:
+            if group is not None and group.tb != _Tb.NONE:
+                group.blanks.append(i)
+            elif group is not None:
+                self.close(stream)
+            return
+        if kind in (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER):
+            started = self._start(stream, i, header=kind != Kind.MARKER, marker=kind == Kind.MARKER)
+            started.takes_traceback = kind == Kind.HEADER_ERROR
+            if kind == Kind.MARKER:
+                self.close(stream)
+            return
+        if group is None:
+            new = self._start(stream, i, header=False)
+            if kind == Kind.TRACEBACK:
+                self._enter_traceback(new)
+            return
+        if kind == Kind.INDENT:
+            self._append(stream, group, i, "x" if group.tb != _Tb.NONE else "m")
+        elif kind == Kind.TRACEBACK:
+            if group.tb == _Tb.CONNECTOR or (group.takes_traceback and not group.had_traceback and not group.split):
+                group = self._append(stream, group, i, "x")
+                self._enter_traceback(group)
+            else:
+                self._enter_traceback(self._start(stream, i, header=False))
+        elif kind == Kind.CONNECTOR and group.tb in (_Tb.FRAMES, _Tb.EXCEPTION):
+            group = self._append(stream, group, i, "x")
+            group.tb = _Tb.CONNECTOR
+        elif kind != Kind.CONNECTOR and (group.tb == _Tb.FRAMES or (group.tb == _Tb.EXCEPTION and not group.blanks)):
+            was_frames = group.tb == _Tb.FRAMES
+            group = self._append(stream, group, i, "x")
+            if was_frames:
+                group.exception_lines.append(i)
+            group.tb = _Tb.EXCEPTION
+        else:
+            self._start(stream, i, header=False)
+
+    @staticmethod
+    def _enter_traceback(group: Group) -> None:
+        group.tb = _Tb.FRAMES
+        group.had_traceback = True
+        if len(group.lines) == 1:
+            group.roles[0] = "x"
+
+    def _start(self, stream: str, i: int, *, header: bool, marker: bool = False) -> Group:
+        self.close(stream)
+        group = Group(start=i, header=header, marker=marker, lines=[i], roles=["m"], nbytes=self.lengths[i])
+        self.open[stream] = group
+        return group
+
+    def close(self, stream: str) -> None:
+        group = self.open.pop(stream, None)
+        if group is not None:
+            group.blanks = []
+            self.groups.append(group)
+
+    def _append(self, stream: str, group: Group, i: int, role: str) -> Group:
+        pending = [*group.blanks, i]
+        size = sum(self.lengths[j] + 1 for j in pending)
+        if len(group.lines) + len(pending) > self.max_lines or group.nbytes + size > self.max_bytes:
+            group.split = group.split or "split"
+            tb, had = group.tb, group.had_traceback
+            self.close(stream)
+            group = Group(start=i, header=False, lines=[i], roles=[role], nbytes=self.lengths[i],
+                          split="continued", tb=tb, had_traceback=had)
+            self.open[stream] = group
+            return group
+        group.lines.extend(pending)
+        group.roles.extend([role] * len(pending))
+        group.nbytes += size
+        group.blanks = []
+        return group

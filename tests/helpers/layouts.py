@@ -1,0 +1,334 @@
+"""Realistic log directory trees, laid out exactly as Ray, torchrun, verl and the ranklog logger write them.
+
+For tests of every area (parse, agent, query, triage). Each writer returns a :class:`Tree` listing the
+files it wrote with the number of records a correct parser yields for each (blank lines carry no
+record; a traceback is one record with the line it follows), plus what the failure story is: which
+rank failed first, with which message, and when.
+
+    tree = write_ranklog_tree(tmp_path / "logs", failing_rank=3)      # <job>/<host>/rank-N.pid-P.0000.jsonl
+    tree = write_torchrun_tree(tmp_path / "tr", nproc=4, failing_local_rank=1, failure="cuda_oom")
+    tree = write_ray_session(tmp_path / "ray")                        # session_*/logs/worker-*-<job>-<pid>.out|err …
+    tree = write_verl_run(tmp_path / "verl", steps=20)                # console capture + metrics JSONL
+    tree.expected_records()  # → total; tree.files[i].records per file; tree.first_failure → Failure
+
+The message strings are the real ones (NCCL watchdog, CUDA OOM, Ray ActorDiedError and OOM killer,
+verl step lines), so failure-signature matching in the agent and triage works on them unchanged.
+Timestamps are deterministic: ``start`` (default 2026-12-02T13:00:00Z) plus one second per step;
+the failing rank fails at ``fail_after`` steps, the others time out 600 s later (as NCCL does).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+START = datetime(2026, 12, 2, 13, 0, 0, tzinfo=timezone.utc)
+
+# -- real message strings --------------------------------------------------------------------------
+
+
+def nccl_watchdog(rank: int, seq: int = 1234) -> str:
+    return (f"[Rank {rank}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600011 milliseconds before timing out.")
+
+
+CUDA_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "79.15 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 78.08 GiB memory in "
+            "use. Of the allocated memory 75.52 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but "
+            "unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+            "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+CUDA_ERROR = "RuntimeError: CUDA error: an illegal memory access was encountered"
+NCCL_ERROR = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+              "remote process exited or there was a network error, NCCL version 2.21.5")
+RAY_ACTOR_DIED = ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+                  "\tclass_name: WorkerDict\n\tactor_id: 9b2a1f5c3e7d4a6b8c0d1e2f01000000\n\tpid: 41234\n"
+                  "\tname: WorkerDict_0:3\n\tnamespace: 5f3c2a1b\n\tip: 10.0.0.4\n"
+                  "The actor is dead because its worker process has died. Worker exit type: NODE_OUT_OF_MEMORY "
+                  "Worker exit detail: Task was killed due to the node running low on memory.")
+RAY_OOM_KILL = ("Task was killed due to the node running low on memory.\nMemory on the node (IP: 10.0.0.4, ID: "
+                "c2f1e0d9b8a7) where the task (actor ID: 9b2a1f5c3e7d4a6b8c0d1e2f01000000, name=WorkerDict.__init__, "
+                "pid=41234, memory used=71.02GB) was running was 118.50GB / 124.00GB (0.955645), which exceeds the "
+                "memory usage threshold of 0.95. Ray killed this worker (ID: 3c4d) because it was the most recently "
+                "scheduled task; to see more information about memory usage on this node, use `ray logs raylet.out "
+                "-ip 10.0.0.4`.")
+FAILURES = {"cuda_oom": CUDA_OOM, "cuda_error": CUDA_ERROR, "nccl_error": NCCL_ERROR}
+
+
+def verl_step_line(step: int, rng: random.Random | None = None) -> str:
+    """verl's console logger line for one step (`step:N - key:val - …`)."""
+    rng = rng or random.Random(step)
+    metrics = {
+        "actor/pg_loss": round(rng.uniform(-0.2, 0.2), 3), "actor/entropy": round(rng.uniform(0.3, 0.9), 3),
+        "actor/grad_norm": round(rng.uniform(0.1, 2.0), 3), "critic/score/mean": round(rng.uniform(0, 1), 3),
+        "response_length/mean": round(rng.uniform(200, 800), 1), "perf/throughput": round(rng.uniform(1200, 1800), 1),
+        "timing_s/step": round(rng.uniform(20, 40), 3),
+    }
+    return f"step:{step} - " + " - ".join(f"{k}:{v}" for k, v in metrics.items())
+
+
+def traceback_lines(exception: str, frames: tuple[str, ...] = ("train.py", "trainer.py")) -> list[str]:
+    """A Python traceback ending in `exception` (which may span several lines)."""
+    out = ["Traceback (most recent call last):"]
+    for i, name in enumerate(frames):
+        out += [f'  File "/workspace/{name}", line {40 + i * 17}, in {"main" if i == 0 else "step"}',
+                f"    {'trainer.fit()' if i == 0 else 'loss.backward()'}"]
+    return out + exception.split("\n")
+
+
+# -- results ---------------------------------------------------------------------------------------
+@dataclass
+class WrittenFile:
+    path: Path
+    format: str  # what ranklog.parse.detect should say
+    records: int  # records a correct parser yields
+    lines: int  # physical lines written
+    rank: int | None = None
+    local_rank: int | None = None
+
+
+@dataclass
+class Failure:
+    rank: int | None
+    ts: datetime
+    message: str  # the exception / error line of the first failure
+    path: Path
+
+
+@dataclass
+class Tree:
+    root: Path
+    files: list[WrittenFile] = field(default_factory=list)
+    first_failure: Failure | None = None
+    job: str | None = None
+
+    def expected_records(self) -> int:
+        return sum(f.records for f in self.files)
+
+    def by_format(self, fmt: str) -> list[WrittenFile]:
+        return [f for f in self.files if f.format == fmt]
+
+
+def _ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _py_ts(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
+
+
+def _write(path: Path, lines: list[str]) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return len(lines)
+
+
+# -- ranklog ---------------------------------------------------------------------------------------
+def ranklog_line(t: datetime, level: str, msg: str, *, host: str, ip: str, pid: int, rank: int | None,
+                 local_rank: int | None, job: str, seq: int, step: int | None = None, exc: str | None = None,
+                 **extra: object) -> str:
+    """One JSON line exactly as the ranklog logger writes it (field order, absent fields left out)."""
+    record: dict[str, object] = {"ts": _ts(t), "level": level, "msg": msg, "logger": "train", "host": host, "ip": ip,
+                                 "pid": pid}
+    for key, value in (("rank", rank), ("local_rank", local_rank), ("job", job), ("step", step), ("seq", seq)):
+        if value is not None:
+            record[key] = value
+    if exc is not None:
+        record["exc"] = exc
+    record.update(extra)
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_ranklog_tree(root: Path, *, job: str = "llama-7b-run42", hosts: tuple[str, ...] = ("node1", "node2"),
+                       ranks_per_host: int = 2, steps: int = 10, failing_rank: int | None = 1,
+                       failure: str = "cuda_oom", start: datetime = START, fail_after: int | None = None,
+                       text_layout: bool = False) -> Tree:
+    """`<root>/<job>/<host>/rank-<rank>.pid-<pid>.0000.jsonl` per rank (or `.log` with `text_layout`).
+
+    Every rank logs `steps` INFO step lines (with a `loss` extra field); the failing rank logs the
+    `failure` (a key of FAILURES) as an ERROR with traceback in `exc` after `fail_after` steps (default
+    steps // 2) and stops; the others then log the NCCL watchdog timeout 600 s later.
+    """
+    tree = Tree(root=Path(root), job=job)
+    fail_after = steps // 2 if fail_after is None else fail_after
+    world = len(hosts) * ranks_per_host
+    for h, host in enumerate(hosts):
+        ip = f"10.0.0.{h + 1}"
+        for local in range(ranks_per_host):
+            rank = h * ranks_per_host + local
+            pid = 4000 + rank
+            lines, seq = [], 0
+            stop = fail_after if rank == failing_rank else steps
+            for step in range(stop):
+                t = start + timedelta(seconds=step, microseconds=rank * 1000)
+                seq += 1
+                lines.append(ranklog_line(t, "INFO", f"step {step} done", host=host, ip=ip, pid=pid, rank=rank,
+                                          local_rank=local, job=job, seq=seq, step=step, loss=round(2.0 / (step + 1), 4)))
+            if failing_rank is not None and rank == failing_rank:
+                t = start + timedelta(seconds=fail_after, microseconds=500)
+                exc = "\n".join(traceback_lines(FAILURES[failure]))
+                seq += 1
+                lines.append(ranklog_line(t, "ERROR", "training step failed", host=host, ip=ip, pid=pid, rank=rank,
+                                          local_rank=local, job=job, seq=seq, step=fail_after, exc=exc))
+                tree.first_failure = Failure(rank, t, FAILURES[failure].split("\n")[0], Path())
+            elif failing_rank is not None and failing_rank < world:
+                t = start + timedelta(seconds=fail_after + 600, microseconds=rank * 1000)
+                seq += 1
+                lines.append(ranklog_line(t, "ERROR", nccl_watchdog(rank), host=host, ip=ip, pid=pid, rank=rank,
+                                          local_rank=local, job=job, seq=seq))
+            ext = "log" if text_layout else "jsonl"
+            path = tree.root / job / host / f"rank-{rank}.pid-{pid}.0000.{ext}"
+            if text_layout:
+                lines = [_as_text_layout(json.loads(line)) for line in lines]
+                physical = sum(line.count("\n") + 1 for line in lines)
+                _write(path, lines)
+                tree.files.append(WrittenFile(path, "ranklog-text", len(lines), physical, rank, local))
+            else:
+                tree.files.append(WrittenFile(path, "ranklog", _write(path, lines), len(lines), rank, local))
+            if tree.first_failure is not None and tree.first_failure.rank == rank:
+                tree.first_failure.path = path
+    return tree
+
+
+def _as_text_layout(record: dict) -> str:
+    """The ranklog logger's text layout: `<ts> <LEVEL> <logger> [k=v …] <msg>` + traceback lines."""
+    pairs = " ".join(f"{k}={record[k]}" for k in ("rank", "local_rank", "job", "step", "seq") if k in record)
+    extra = " ".join(f"{k}={v}" for k, v in record.items() if k == "loss")
+    line = f"{record['ts']} {record['level']} {record['logger']} [{pairs}{' ' + extra if extra else ''}] {record['msg']}"
+    return line + ("\n" + record["exc"] if record.get("exc") else "")
+
+
+# -- torchrun --------------------------------------------------------------------------------------
+def write_torchrun_tree(root: Path, *, run_id: str = "3f2c1a9e-7b4d-4e21-9c8a-5d6e7f8a9b0c", suffix: str = "k3j2h1g0",
+                        nproc: int = 2, attempt: int = 0, steps: int = 8, failing_local_rank: int | None = 1,
+                        failure: str = "cuda_oom", start: datetime = START, node_rank: int = 0) -> Tree:
+    """`<root>/<run_id>_<suffix>/attempt_<n>/<local_rank>/{stdout,stderr}.log` (+ `error.json` of the failed
+    rank), as `torchrun --log-dir root --redirects 3` writes them. stdout: prints; stderr: Python logging
+    (`%(asctime)s - %(name)s - %(levelname)s - %(message)s`), the failing rank's uncaught traceback
+    (prefixed `[rankN]:` like PyTorch does), and the other ranks' NCCL watchdog line (glog layout)."""
+    tree = Tree(root=Path(root), job=run_id)
+    base = tree.root / f"{run_id}_{suffix}" / f"attempt_{attempt}"
+    for local in range(nproc):
+        rank = node_rank * nproc + local
+        out = [f"rank {rank} of {nproc}: loading shards"] + [f"step {s} tokens/s 1532.1" for s in range(steps)]
+        err: list[str] = []
+        records = 0
+        stop = steps // 2 if local == failing_local_rank else steps
+        for s in range(stop):
+            t = start + timedelta(seconds=s, milliseconds=rank)
+            err.append(f"{_py_ts(t)} - train - INFO - {verl_step_line(s)}")
+            records += 1
+        if local == failing_local_rank:
+            t = start + timedelta(seconds=stop, milliseconds=500)
+            err += [f"[rank{rank}]: {line}" for line in traceback_lines(FAILURES[failure])]
+            records += 1
+            error = {"message": {"message": FAILURES[failure].split("\n")[0], "extraInfo": {
+                "py_callstack": "\n".join(traceback_lines(FAILURES[failure])) + "\n",
+                "timestamp": str(int(t.timestamp()))}}}
+            (base / str(local)).mkdir(parents=True, exist_ok=True)
+            (base / str(local) / "error.json").write_text(json.dumps(error))
+            tree.files.append(WrittenFile(base / str(local) / "error.json", "torchrun-error", 1, 1, None, local))
+            tree.first_failure = Failure(rank, t, FAILURES[failure].split("\n")[0], base / str(local) / "stderr.log")
+        elif failing_local_rank is not None:
+            t = start + timedelta(seconds=steps // 2 + 600, milliseconds=rank)
+            glog = t.strftime("E%m%d %H:%M:%S.%f")
+            err.append(f"[rank{rank}]:[{glog} 4242 torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:616] "
+                       f"{nccl_watchdog(rank)}")
+            records += 1
+        tree.files.append(WrittenFile(base / str(local) / "stdout.log", "torchrun", _write(base / str(local) / "stdout.log", out),
+                                      len(out), None, local))
+        tree.files.append(WrittenFile(base / str(local) / "stderr.log", "torchrun", records,
+                                      _write(base / str(local) / "stderr.log", err), None, local))
+    return tree
+
+
+# -- Ray -------------------------------------------------------------------------------------------
+def write_ray_session(root: Path, *, job_id: str = "01000000", workers: int = 2, steps: int = 6,
+                      oom_worker: int | None = 1, start: datetime = START,
+                      session: str = "session_2026-12-02_13-00-00_123456_4242") -> Tree:
+    """`<root>/<session>/logs/` as Ray lays it out: `worker-<worker_id>-<job_id>-<pid>.{out,err}` per actor
+    (`:job_id:` / `:actor_name:WorkerDict_0:<i>` markers, prints, Python logging, Ray JSON structured log
+    lines on .err), `raylet.out` (C++ layout, with the OOM killer message when `oom_worker` is set),
+    `gcs_server.out`, `python-core-worker-<id>_<pid>.log`, and the driver's `job-driver-raysubmit_x.log`
+    with `(WorkerDict pid=…, ip=…)`-prefixed forwarded lines and the driver's ActorDiedError."""
+    tree = Tree(root=Path(root), job=job_id)
+    logs = tree.root / session / "logs"
+    rng = random.Random(7)
+    driver: list[str] = []
+    driver_records = 0
+    for w in range(workers):
+        worker_id = "".join(rng.choice("0123456789abcdef") for _ in range(56))
+        pid = 41230 + w
+        actor = f"WorkerDict_0:{w}"
+        out = [f":job_id:{job_id}", f":actor_name:{actor}"]
+        records = 2
+        for s in range(steps):
+            out.append(f"step {s} loss {2.0 / (s + 1):.4f}")
+            records += 1
+        err = [f":job_id:{job_id}", f":actor_name:{actor}"]
+        err_records = 2
+        for s in range(steps // 2):
+            t = start + timedelta(seconds=s)
+            err.append(json.dumps({"asctime": _py_ts(t), "levelname": "INFO", "message": f"rollout batch {s} ready",
+                                   "filename": "fsdp_workers.py", "lineno": 512, "job_id": job_id,
+                                   "worker_id": worker_id, "node_id": "c2f1e0d9b8a7" * 4, "actor_name": actor,
+                                   "timestamp_ns": int(t.timestamp() * 1e9)}))
+            err_records += 1
+        t = start + timedelta(seconds=steps)
+        err.append(f"{_py_ts(t)}\tWARNING worker.py:221 -- gradient accumulation boundary reached late")
+        err_records += 1
+        name = f"worker-{worker_id}-{job_id}-{pid}"
+        tree.files.append(WrittenFile(logs / f"{name}.out", "ray", records, _write(logs / f"{name}.out", out)))
+        tree.files.append(WrittenFile(logs / f"{name}.err", "ray", err_records, _write(logs / f"{name}.err", err)))
+        for s in range(2):
+            driver.append(f"(WorkerDict pid={pid}, ip=10.0.0.{w + 1}) step {s} loss {2.0 / (s + 1):.4f}")
+            driver_records += 1
+        core = logs / f"python-core-worker-{worker_id}_{pid}.log"
+        core_lines = [f"[{_py_ts(start)} I {pid} {pid}] core_worker.cc:215: Constructing CoreWorker. worker_id: {worker_id}",
+                      f"[{_py_ts(start)} I {pid} {pid + 7}] core_worker.cc:1035: Adding pinned object"]
+        tree.files.append(WrittenFile(core, "ray", 2, _write(core, core_lines)))
+    raylet = [f"[{_py_ts(start)} I 4100 4100] (raylet) main.cc:180: Setting cluster ID to: 8a7b6c5d",
+              f"[{_py_ts(start)} I 4100 4100] (raylet) node_manager.cc:412: Raylet of id c2f1e0d9b8a7 started."]
+    if oom_worker is not None:
+        t = start + timedelta(seconds=steps, milliseconds=250)
+        raylet.append(f"[{_py_ts(t)} E 4100 4100] (raylet) node_manager.cc:3069: {RAY_OOM_KILL.splitlines()[0]}")
+        raylet += ["  " + line for line in RAY_OOM_KILL.splitlines()[1:]]
+        tree.first_failure = Failure(None, t, RAY_OOM_KILL.splitlines()[0], logs / "raylet.out")
+    tree.files.append(WrittenFile(logs / "raylet.out", "ray", 2 + (oom_worker is not None), _write(logs / "raylet.out", raylet)))
+    gcs = [f"[{_py_ts(start)} I 4000 4000] (gcs_server) gcs_server.cc:56: GCS server started, listening on port 6379"]
+    tree.files.append(WrittenFile(logs / "gcs_server.out", "ray", 1, _write(logs / "gcs_server.out", gcs)))
+    if oom_worker is not None:
+        t = start + timedelta(seconds=steps + 1)
+        driver.append(f"{_py_ts(t)}\tERROR worker.py:420 -- Exception in training loop")
+        driver += traceback_lines(RAY_ACTOR_DIED, ("main_ppo.py", "ray_trainer.py"))
+        driver_records += 1
+    path = logs / "job-driver-raysubmit_Kx3bT9.log"
+    tree.files.append(WrittenFile(path, "ray", driver_records, _write(path, driver)))
+    return tree
+
+
+# -- verl ------------------------------------------------------------------------------------------
+def write_verl_run(root: Path, *, steps: int = 12, nan_at: int | None = None, start: datetime = START) -> Tree:
+    """A verl run's console capture (`<root>/verl_demo.log`: Ray-prefixed `(TaskRunner pid=…)` output with a
+    `step:N - key:val - …` line per step) and its file logger output (`<root>/metrics.jsonl`,
+    `{"step": N, "data": {…}}`). With `nan_at`, that step's `actor/pg_loss` is nan in both."""
+    tree = Tree(root=Path(root))
+    console = ["(TaskRunner pid=2231) TaskRunner hostname: node1, PID: 2231",
+               "(TaskRunner pid=2231) Training from scratch"]
+    jsonl = []
+    for s in range(1, steps + 1):
+        line = verl_step_line(s)
+        data = {part.split(":")[0]: float(part.split(":")[1]) for part in line.split(" - ")[1:]}
+        if nan_at == s:
+            line = line.replace(f"actor/pg_loss:{data['actor/pg_loss']}", "actor/pg_loss:nan")
+            data["actor/pg_loss"] = float("nan")
+        console.append(f"(TaskRunner pid=2231) {line}")
+        jsonl.append(json.dumps({"step": s, "data": data}))  # json writes NaN, as verl's file logger does
+    path = tree.root / "verl_demo.log"
+    tree.files.append(WrittenFile(path, "verl-console", len(console), _write(path, console)))
+    path = tree.root / "metrics.jsonl"
+    tree.files.append(WrittenFile(path, "verl-jsonl", len(jsonl), _write(path, jsonl)))
+    return tree

@@ -1,0 +1,65 @@
+"""Shared helpers for the parser tests: contexts, feeding like the agent does, rows without ns→datetime pain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from ranklog.parse import SourceContext, parse
+from ranklog.record import arrow_schema
+
+READ_TIME_NS = 1_796_220_000_123_456_789  # 2026-12-02T12:40:00.123456789Z: "no timestamp in the line"
+
+
+def make_ctx(fmt: str, fields: dict[str, Any] | None = None, options: dict[str, Any] | None = None,
+             source: str = "/logs/x.log") -> SourceContext:
+    return SourceContext(source=source, source_id="sid-1", format=fmt, host="node1", ip="10.0.0.1",
+                         fields=dict(fields or {}), state={}, options=dict(options or {}))
+
+
+def rows(table: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
+    """Rows as dicts with `ts` as integer nanoseconds."""
+    ts = table.column("ts").cast(pa.int64()).to_pylist()
+    out = table.drop_columns(["ts"]).to_pylist()
+    for row, value in zip(out, ts, strict=True):
+        row["ts"] = value
+    return out
+
+
+def parse_whole(data: bytes, ctx: SourceContext, base_offset: int = 0) -> tuple[pa.Table, int]:
+    """One call with final=True: (records, parse errors). Everything must be consumed."""
+    result = parse(data, base_offset, ctx, final=True, read_time_ns=READ_TIME_NS)
+    assert result.consumed == len(data)
+    assert result.batch.schema == arrow_schema()
+    return pa.Table.from_batches([result.batch], schema=arrow_schema()), result.errors
+
+
+def feed_chunks(data: bytes, ctx: SourceContext, sizes: Iterable[int]) -> tuple[pa.Table, int]:
+    """Feed `data` as the agent does: read blocks of `sizes`, re-offer the unconsumed rest, final at EOF."""
+    batches, errors, offset, pos, carry = [], 0, 0, 0, b""
+    for size in sizes:
+        if pos >= len(data):
+            break
+        block = data[pos:pos + size]
+        pos += len(block)
+        buffer = carry + block
+        result = parse(buffer, offset, ctx, final=False, read_time_ns=READ_TIME_NS)
+        assert 0 <= result.consumed <= len(buffer)
+        batches.append(result.batch)
+        errors += result.errors
+        offset += result.consumed
+        carry = buffer[result.consumed:]
+    buffer = carry + data[pos:]
+    result = parse(buffer, offset, ctx, final=True, read_time_ns=READ_TIME_NS)
+    assert result.consumed == len(buffer)
+    batches.append(result.batch)
+    errors += result.errors
+    return pa.Table.from_batches(batches, schema=arrow_schema()), errors
+
+
+@pytest.fixture
+def ctx_factory():
+    return make_ctx

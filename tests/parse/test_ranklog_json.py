@@ -1,0 +1,117 @@
+"""The `ranklog` JSON-lines parser: bulk path, fallbacks, types, offsets, attrs."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from ranklog.parse import parse
+from tests.helpers.layouts import ranklog_line
+from tests.parse.conftest import READ_TIME_NS, make_ctx, parse_whole, rows
+
+T0 = datetime(2026, 12, 2, 13, 4, 5, 123456, tzinfo=timezone.utc)
+T0_NS = 1_796_216_645_123_456_000
+
+
+def _line(seq: int, **extra) -> str:
+    return ranklog_line(T0, "INFO", f"step {seq}", host="node7", ip="10.0.0.7", pid=321, rank=5, local_rank=1,
+                        job="run9", seq=seq, step=seq, **extra)
+
+
+def test_logger_lines_become_records_with_every_field():
+    data = (_line(1) + "\n" + _line(2, loss=0.25, note="warm") + "\n").encode()
+    table, errors = parse_whole(data, make_ctx("ranklog"))
+    assert errors == 0
+    first, second = rows(table)
+    assert first["ts"] == T0_NS
+    assert (first["level"], first["msg"], first["logger"], first["host"], first["ip"]) == \
+        ("INFO", "step 1", "train", "node7", "10.0.0.7")
+    assert (first["pid"], first["rank"], first["local_rank"], first["job"], first["step"], first["seq"]) == \
+        (321, 5, 1, "run9", 1, 1)
+    assert first["attrs"] is None
+    assert json.loads(second["attrs"]) == {"loss": 0.25, "note": "warm"}
+    assert (first["offset"], second["offset"]) == (0, len(_line(1)) + 1)
+    assert {r["format"] for r in rows(table)} == {"ranklog"}
+    assert {r["source"] for r in rows(table)} == {"/logs/x.log"}
+
+
+def test_offsets_are_exact_bytes_with_base_offset_crlf_and_multibyte_text():
+    lines = [json.dumps({"ts": "2026-12-02T13:04:05Z", "level": "info", "msg": "héllo ✓"}, ensure_ascii=False),
+             "", json.dumps({"msg": "second"})]
+    data = "\r\n".join(lines).encode() + b"\r\n"
+    table, _ = parse_whole(data, make_ctx("ranklog"), base_offset=1000)
+    got = rows(table)
+    assert [r["offset"] for r in got] == [1000, 1000 + data.index(b'{"msg": "second"}')]
+    assert got[0]["msg"] == "héllo ✓"
+
+
+def test_incomplete_last_line_is_not_consumed_until_final():
+    data = (_line(1) + "\n" + _line(2)[:40]).encode()
+    result = parse(data, 0, make_ctx("ranklog"), final=False, read_time_ns=READ_TIME_NS)
+    assert result.consumed == len(_line(1)) + 1
+    assert result.batch.num_rows == 1
+
+
+def test_malformed_lines_are_kept_as_text_records_with_the_error():
+    data = b"\n".join([_line(1).encode(), b"not json at all", b"[1, 2]", b'{"a":1} {"b":2}', b'{"msg": "unterminated',
+                       _line(2).encode()]) + b"\n"
+    table, errors = parse_whole(data, make_ctx("ranklog"))
+    got = rows(table)
+    assert errors == 4
+    assert [r["format"] for r in got] == ["ranklog", "text", "text", "text", "text", "ranklog"]
+    assert got[1]["msg"] == "not json at all"
+    assert "parse_error" in json.loads(got[1]["attrs"])
+    assert json.loads(got[2]["attrs"])["parse_error"].startswith("not a JSON object")
+    assert [r["offset"] for r in got] == [0, *[data.index(x) for x in (b"not json", b"[1, 2]", b'{"a":1} {', b'{"msg": "un')],
+                                          data.index(_line(2).encode())]
+
+
+def test_wrong_types_in_known_fields_go_to_attrs_and_the_rest_survives():
+    data = b"\n".join([
+        b'{"ts": "yesterday", "level": "warn", "msg": 12, "rank": "x", "pid": 99999999999, "step": 1.5}',
+        b'{"ts": 1796216645.5, "level": 40, "msg": "epoch seconds", "seq": 123456789012345678901234567890}',
+    ]) + b"\n"
+    table, errors = parse_whole(data, make_ctx("ranklog", fields={"rank": 4}))
+    assert errors == 0
+    first, second = rows(table)
+    assert first["level"] == "WARNING" and first["msg"] == "12"
+    assert first["ts"] == READ_TIME_NS
+    assert first["rank"] == 4  # the layout default, since the line's value was not a rank
+    attrs = json.loads(first["attrs"])
+    assert attrs["ts"] == "yesterday" and attrs["rank"] == "x" and attrs["pid"] == 99999999999 and attrs["step"] == 1.5
+    assert second["ts"] == 1_796_216_645_500_000_000 and second["level"] == "ERROR"
+    assert json.loads(second["attrs"])["seq"] == 123456789012345678901234567890
+
+
+def test_extra_values_are_kept_exactly_as_written():
+    line = {"ts": "2026-12-02T13:04:05.123456Z", "level": "INFO", "msg": "m", "when": "2026-12-02 13:04:05",
+            "big": 123456789012345678901234567890, "nested": {"a": [1, {"b": None}]}, "quote": 'say "hi"\n',
+            "flag": True, "n": -3}
+    data = (json.dumps(line) + "\n").encode() * 20  # enough lines for the bulk path
+    table, _ = parse_whole(data, make_ctx("ranklog"))
+    attrs = [json.loads(a) for a in table.column("attrs").to_pylist()]
+    expected = {k: v for k, v in line.items() if k not in ("ts", "level", "msg")}
+    assert attrs == [expected] * 20
+
+
+def test_layout_fields_fill_only_what_the_line_lacks_and_extra_layout_fields_go_to_attrs():
+    data = b'{"msg": "a", "rank": 2}\n{"msg": "b"}\n'
+    ctx = make_ctx("ranklog", fields={"rank": 7, "job": "from-path", "attempt": 3})
+    got = rows(parse_whole(data, ctx)[0])
+    assert [r["rank"] for r in got] == [2, 7]
+    assert [r["job"] for r in got] == ["from-path", "from-path"]
+    assert [json.loads(r["attrs"]) for r in got] == [{"attempt": 3}, {"attempt": 3}]
+
+
+def test_many_lines_with_a_few_bad_ones_keep_order_and_count():
+    good = [_line(i, loss=i / 10) for i in range(500)]
+    lines = list(good)
+    for position in (3, 250, 499):
+        lines.insert(position, f"garbage {position} \x00\xff".encode("latin-1").decode("latin-1"))
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    table, errors = parse_whole(data, make_ctx("ranklog"))
+    assert table.num_rows == len(lines) and errors == 3
+    offsets = table.column("offset").to_pylist()
+    assert offsets == sorted(offsets)
+    seqs = [s for s in table.column("seq").to_pylist() if s is not None]
+    assert seqs == list(range(500))
