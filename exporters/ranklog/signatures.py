@@ -43,6 +43,17 @@ SIGNATURES: tuple[Signature, ...] = (
               r"ActorDiedError|The actor died unexpectedly|RayActorError|The actor died because of an error raised in its creation task", consequence=True, priority=45),
     Signature("python_exception", "uncaught exception",
               r"Traceback \(most recent call last\):|^\w+(?:\.\w+)*(?:Error|Exception): ", priority=10),
+    # Added for triage (real strings from gloo, Ray's raylet, verl's console metrics, torchrun's launcher).
+    Signature("gloo_timeout", "NCCL/collective timeout",
+              r"Timed out waiting \d+\s*ms for (?:recv|send) operation", consequence=True, priority=30),
+    Signature("collective_peer_lost", "NCCL error",
+              r"Connection closed by peer|Connection reset by peer", consequence=True, priority=55),
+    Signature("ray_memory_pressure", "host OOM kill",
+              r"killed due to memory pressure \(OOM\)", priority=85),
+    Signature("nan_metric", "non-finite loss/gradients",
+              r"\b(?:[\w/]*loss|[\w/]*grad_norm)[:=]\s*(?:nan|NaN|-?inf)\b", priority=80),
+    Signature("launcher_child_failed", "uncaught exception",
+              r"ChildFailedError|failed \(exitcode: -?\d+\) local_rank: \d+", consequence=True, priority=20),
 )
 
 _COMPILED = tuple((sig, re.compile(sig.pattern, re.MULTILINE)) for sig in SIGNATURES)

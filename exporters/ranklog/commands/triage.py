@@ -1,0 +1,78 @@
+"""``ranklog triage``: which rank failed first, and why.
+
+Prints the verdict first (root-cause rank(s) and node(s), category, confidence, the decisive record
+with its traceback, what that rank wrote just before), then the evidence. ``--json`` prints the
+complete result as one JSON document. Exit status 0 whether or not a failure was found (the
+verdict says which); 2 on a usage or read error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ._source_flags import add_source_flags, open_from_args, read_errors
+
+_EPILOG = """examples:
+  ranklog triage --archive /srv/ranklog --job ppo-qwen7b --since 6h
+  ranklog triage --log_dir /tmp/ray/session_latest/logs
+  ranklog triage --archive https://archive:8600 --token-file token --json | jq .verdict"""
+
+
+def add_selection_flags(parser: argparse.ArgumentParser) -> None:
+    """--job / --since / --start / --end (shared with ``ranklog report``)."""
+    group = parser.add_argument_group("selection")
+    group.add_argument("--job", help="job / run id (default: the job with the newest record)")
+    group.add_argument("--since", help="only the last DURATION (e.g. 2h, 30m, 7d)")
+    group.add_argument("--start", "--start_time", "--start-time", dest="start",
+                       help="inclusive; RFC 3339 or '2025-10-01 08:00:00' (UTC)")
+    group.add_argument("--end", "--end_time", "--end-time", dest="end", help="exclusive; same spellings as --start")
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Find the rank that failed first, and why.",
+                                     epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_flags(parser)
+    add_selection_flags(parser)
+    parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    return parser
+
+
+def time_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    from ranklog.errors import UserError
+    from ranklog.query.filters import parse_time
+
+    if args.since and args.start:
+        raise UserError("give either --since or --start, not both")
+    start = parse_time(args.since or args.start, flag="--since" if args.since else "--start") \
+        if (args.since or args.start) else None
+    end = parse_time(args.end, flag="--end") if args.end else None
+    if start is not None and end is not None and end <= start:
+        raise UserError("the time range is empty: --end must be after --start")
+    return start, end
+
+
+def run_triage(args: argparse.Namespace):
+    """Open the source named by the flags and triage it (also used by ``ranklog report``)."""
+    from ranklog.triage.analyze import analyze
+    from ranklog.triage.gather import TriageData
+
+    start, end = time_range(args)
+    source = open_from_args(args)
+    with read_errors(source.describe()):
+        data = TriageData.from_source(source, start, end)
+        return analyze(data, args.job, start, end)
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from ranklog.triage.render import make_console, render, to_dict
+
+    result = run_triage(args)
+    if args.json:
+        json.dump(to_dict(result), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        render(result, make_console())
+    return 0

@@ -1,0 +1,230 @@
+"""The verdict: which rank(s) failed first, why, and how sure we are.
+
+Causal ordering that survives clock skew:
+
+1. A record matching a *cause* signature (CUDA OOM, CUDA error, host OOM kill, non-finite
+   loss/gradients) makes its rank a candidate. A driver or raylet record naming a killed worker
+   (pid / actor name) is about that worker's rank.
+2. Without one, an error that is not a known consequence (an uncaught exception, an NCCL error)
+   is a candidate, unless it came after the first collective timeout by more than the clock
+   uncertainty (then it is the aftermath: a peer closed the connection, the launcher gave up).
+3. Without candidates, a rank that went silent before the others' timeouts is the suspect (a
+   hang); failing that, a rank that lagged in NCCL sequence numbers or never reported the timeout
+   the others reported.
+4. Timeouts, actor deaths and raylet deaths are consequences: they name a root cause only when
+   nothing else does, with low confidence.
+
+Candidates are ordered by training step when every one of them has a step (a step count needs
+no clock), else by time corrected with the per-host clock offsets. Candidates of the same
+category at the same step, or within the clock uncertainty of the first, are reported together
+(NaN gradients reach every rank in one allreduce). Confidence drops when a candidate of another
+category on another host lies within the clock uncertainty, or when the verdict rests on silence
+or on consequences only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .evidence import SECOND, Evidence, Incident, Silent
+from .gather import Line, Process, TriageData
+from .templates import describe_ranks
+
+HIGH, MEDIUM, LOW = "high", "medium", "low"
+NO_FAILURE = "no failure"
+NO_DATA = "no data"
+
+
+@dataclass
+class Verdict:
+    status: str  # "failure" | "no failure" | "no data"
+    category: str | None
+    ranks: list[int]
+    hosts: list[str]
+    summary: str
+    confidence: str
+    reasons: list[str] = field(default_factory=list)
+    decisive: Line | None = None
+    signature: str | None = None
+    step: int | None = None
+    before: list[Line] = field(default_factory=list)  # what the rank wrote just before `decisive` (or last)
+    subject: Process | None = None  # the silent rank, when the verdict rests on silence
+
+
+def decide(evidence: Evidence, data: TriageData | None = None) -> Verdict:
+    """The verdict for `evidence`; `data` (when given) supplies the lines before the decisive record."""
+    verdict = (_from_causes(evidence) or _from_errors(evidence) or _from_silence(evidence)
+               or _from_seqnums(evidence) or _from_consequences(evidence) or _healthy(evidence))
+    if data is not None and verdict.decisive is not None:
+        verdict.before = data.lines_before(verdict.decisive)
+    elif data is not None and verdict.subject is not None:
+        verdict.before = data.last_lines(verdict.subject)
+    return verdict
+
+
+def _order_key(candidates: list[Incident]):
+    with_steps = all(inc.line.step is not None for inc in candidates)
+    return (lambda inc: (inc.line.step, inc.adj_ts)) if with_steps else (lambda inc: (inc.adj_ts,))
+
+
+def _firsts(incidents: list[Incident]) -> list[Incident]:
+    """The first incident of each subject (rank, or host for rank-less records)."""
+    seen: dict[tuple, Incident] = {}
+    for inc in incidents:
+        key = (inc.rank,) if inc.rank is not None else (None, inc.host)
+        if key not in seen or inc.adj_ts < seen[key].adj_ts:
+            seen[key] = inc
+    return list(seen.values())
+
+
+def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
+    key = _order_key(candidates)
+    ordered = sorted(candidates, key=key)
+    primary = ordered[0]
+    window = max(evidence.uncertainty_ns, SECOND)
+    together = [primary] + [
+        inc for inc in ordered[1:]
+        if inc.category == primary.category and (
+            (inc.line.step is not None and inc.line.step == primary.line.step)
+            or abs(inc.adj_ts - primary.adj_ts) <= window)]
+    rivals = [inc for inc in ordered[1:] if inc not in together and inc.category != primary.category
+              and abs(inc.adj_ts - primary.adj_ts) <= window and inc.host != primary.host]
+    ranks = sorted({inc.rank for inc in together if inc.rank is not None})
+    hosts = sorted({inc.host for inc in together})
+    reasons = []
+    category = primary.category or "unknown"
+    who = describe_ranks(ranks) or f"a process on {primary.host}"
+    step = f" at step {primary.line.step}" if primary.line.step is not None else ""
+    summary = f"{who} on {', '.join(hosts)}: {category}{step}"
+    consequences = [inc for inc in _firsts(evidence.incidents) if inc.consequence and inc.rank not in ranks]
+    if kind == "cause":
+        reasons.append(f"{primary.signature.name if primary.signature else 'error'} is a cause, not a consequence "
+                       f"of another rank's failure")
+    else:
+        reasons.append("the first error that is not a known consequence (timeout, actor/raylet death)")
+    if consequences:
+        victims = describe_ranks(inc.rank for inc in consequences)
+        reasons.append(f"{victims or 'other processes'} then reported consequences "
+                       f"({', '.join(sorted({inc.category for inc in consequences if inc.category}))})")
+    if len(ordered) > len(together):
+        later = [inc for inc in ordered if inc not in together]
+        reasons.append(f"{len(later)} other candidate(s) came later: "
+                       + "; ".join(f"{describe_ranks([inc.rank]) or inc.host} {inc.category}" for inc in later[:3]))
+    if evidence.offsets:
+        skew = ", ".join(f"{h} {off / SECOND:+.0f}s" for h, off in sorted(evidence.offsets.items()))
+        reasons.append(f"clock offsets corrected using {evidence.offset_anchor}: {skew}")
+    confidence = HIGH if kind == "cause" or (kind == "error" and consequences and len(ordered) == 1) else MEDIUM
+    if rivals:
+        confidence = MEDIUM if confidence == HIGH else LOW
+        reasons.append("within the clock uncertainty of it: " + "; ".join(
+            f"{describe_ranks([inc.rank]) or inc.host} {inc.category}" for inc in rivals[:3]))
+    if kind != "cause" and not consequences and len(together) == 1 and not ranks:
+        confidence = LOW
+    return Verdict("failure", category, ranks, hosts, summary, confidence, reasons, primary.line,
+                   primary.signature.name if primary.signature else None, primary.line.step)
+
+
+def _from_causes(evidence: Evidence) -> Verdict | None:
+    strong = [inc for inc in evidence.incidents if inc.strong]
+    # A raylet or kernel line and the driver's error naming the killed worker describe one event:
+    # prefer the record that says which rank it hit.
+    ranked = [inc for inc in strong if inc.rank is not None]
+    return _pick(_firsts(ranked or strong), evidence, "cause") if strong else None
+
+
+def _from_errors(evidence: Evidence) -> Verdict | None:
+    timeouts = [inc.adj_ts for inc in evidence.incidents if inc.consequence]
+    first_consequence = min(timeouts) if timeouts else None
+    window = max(evidence.uncertainty_ns, SECOND)
+    last_ts = {(proc.host, proc.rank): proc.last_ts for proc in evidence.processes}
+    errors = []
+    for inc in evidence.incidents:
+        if not inc.is_error or inc.consequence or inc.strong:
+            continue
+        loud = (inc.line.level in ("ERROR", "CRITICAL", "UNKNOWN")
+                or inc.line.ts >= last_ts.get((inc.line.host, inc.line.rank), 0) - SECOND)  # the rank died of it
+        if inc.signature is None and (inc.line.level not in ("ERROR", "CRITICAL") or first_consequence is None):
+            continue  # an error without a signature counts only when something visibly failed
+        if not loud:
+            continue  # a handled exception logged as a warning, and the rank went on working
+        if first_consequence is not None and inc.adj_ts > first_consequence + window:
+            continue
+        errors.append(inc)
+    ranked = [inc for inc in errors if inc.rank is not None]
+    candidates = _firsts(ranked or errors)
+    if not candidates:
+        return None
+    verdict = _pick(candidates, evidence, "error")
+    if verdict.category == "unknown":
+        verdict.confidence = LOW
+    return verdict
+
+
+def _silence_verdict(silent: list[Silent], evidence: Evidence, extra: list[str], why: str | None = None) -> Verdict:
+    ranks = sorted(s.process.rank for s in silent if s.process.rank is not None)
+    hosts = sorted({s.process.host for s in silent})
+    first = max(silent, key=lambda s: s.quiet_ns)
+    quiet = f"{first.quiet_ns / SECOND:.0f}s"
+    why = why or f"quiet {quiet} before {first.reference}"
+    summary = f"{describe_ranks(ranks)} on {', '.join(hosts)}: hang/silence ({why})"
+    reasons = [f"{describe_ranks(ranks)} wrote nothing for {quiet} before {first.reference} and reported no "
+               f"error of its own" if first.quiet_ns >= SECOND else
+               f"{describe_ranks(ranks)} reported no error of its own", *extra]
+    corroborated = set(ranks) & (set(evidence.seqnums.absent) | set(evidence.seqnums.laggards))
+    if corroborated:
+        reasons.append(f"NCCL evidence agrees: {describe_ranks(corroborated)} never reached the collective the "
+                       f"others timed out on")
+    confidence = MEDIUM if (corroborated or any(inc.consequence for inc in evidence.incidents)) else LOW
+    if len(ranks) > max(1, len(evidence.ranked_processes()) // 2):
+        confidence = LOW
+    verdict = Verdict("failure", "hang/silence", ranks, hosts, summary, confidence, reasons, None, None,
+                      first.process.last_step, subject=first.process)
+    return verdict
+
+
+def _from_silence(evidence: Evidence) -> Verdict | None:
+    return _silence_verdict(evidence.silent, evidence, []) if evidence.silent else None
+
+
+def _from_seqnums(evidence: Evidence) -> Verdict | None:
+    seq = evidence.seqnums
+    suspects = seq.laggards or seq.absent
+    if not suspects or len(suspects) > max(1, len(evidence.ranked_processes()) // 2):
+        return None
+    chosen = [p for p in evidence.ranked_processes() if p.rank in suspects]
+    if not chosen:
+        return None
+    timed_out = sorted({inc.rank for inc in evidence.incidents if inc.consequence and inc.rank is not None})
+    on_seq = f" on SeqNum={seq.majority}" if seq.majority is not None else ""
+    why = (f"{describe_ranks(timed_out) or 'the others'} timed out{on_seq}; {describe_ranks(suspects)} "
+           + ("reported a lower SeqNum" if seq.laggards else "reported no timeout"))
+    latest_consequence = max(inc.adj_ts for inc in evidence.incidents if inc.consequence)
+    silent = [Silent(p, max(0, latest_consequence - (p.last_ts - evidence.offsets.get(p.host, 0))),
+                     "the last collective timeout") for p in chosen]
+    verdict = _silence_verdict(silent, evidence, [why], why=why)
+    verdict.confidence = MEDIUM if seq.majority is not None else LOW
+    return verdict
+
+
+def _from_consequences(evidence: Evidence) -> Verdict | None:
+    consequences = [inc for inc in evidence.incidents if inc.consequence]
+    if not consequences:
+        return None
+    verdict = _pick(_firsts(consequences), evidence, "consequence")
+    verdict.confidence = LOW
+    verdict.reasons.insert(0, "only consequences were found (timeouts, actor/raylet deaths): the rank that "
+                              "caused them left no error; the earliest one is shown")
+    return verdict
+
+
+def _healthy(evidence: Evidence) -> Verdict:
+    if not evidence.processes:
+        return Verdict(NO_DATA, None, [], [], "no records in the selection", LOW,
+                       ["nothing to judge: check the source, --job and the time range (--since/--start/--end)"])
+    ranks = sorted(p.rank for p in evidence.ranked_processes() if p.rank is not None)
+    reasons = [f"no failure signature, no silent rank among {len(ranks)} rank(s)"]
+    if evidence.unclassified_errors:
+        reasons.append(f"{evidence.unclassified_errors} ERROR record(s) match no failure signature "
+                       f"(see the templates)")
+    return Verdict(NO_FAILURE, None, [], [], "no failure found", HIGH if not evidence.unclassified_errors else MEDIUM,
+                   reasons)
