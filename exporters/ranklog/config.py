@@ -205,7 +205,8 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: tuple[str
         if default_value not in (None, "", [], ()):
             help_text = f"{help_text} (default: {default_value})".strip()
         if typing.get_origin(tp) is list:
-            group.add_argument(*spellings, dest=f"cfg:{dotted}", action="append", default=None, help=help_text)
+            group.add_argument(*spellings, dest=f"cfg:{dotted}", action="append", default=None,
+                               metavar=dotted.split(".")[-1].upper(), help=help_text)
         elif tp is bool:
             group.add_argument(*spellings, dest=f"cfg:{dotted}", action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:

@@ -123,7 +123,7 @@ def _coerce_int(value: Any) -> int | None:
         return None
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: ±Infinity (1e400 in JSON)
         return None
 
 

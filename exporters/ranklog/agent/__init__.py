@@ -1,0 +1,14 @@
+"""The node agent (`ranklog agent`): find every training log on the node, ship it, export metrics.
+
+Data path, one module per step:
+
+- :mod:`.config`, :mod:`.presets` — what to read (globs + formats; ranklog/ray/torchrun/verl presets);
+- :mod:`.discover` — polling discovery (250 ms) in its own thread, opening new files at once;
+- :mod:`.identity`, :mod:`.tail`, :mod:`.tracker` — file identity (dev+inode+head checksum), rotation,
+  truncation, deletion; reading and parsing (``ranklog.parse``) into Arrow record batches;
+- :mod:`.observe` — Prometheus metrics from each parsed batch (vectorized);
+- :mod:`.ship`, :mod:`.endpoints`, :mod:`.backpressure` — batching, POST /v1/ingest, fail-over,
+  backoff, bounded memory;
+- :mod:`.acks`, :mod:`.checkpoint` — checkpoints that advance only over acknowledged bytes;
+- :mod:`.runner` — the main loop tying them together.
+"""

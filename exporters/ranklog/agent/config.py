@@ -1,0 +1,142 @@
+"""The agent's configuration: one dataclass, so every YAML key is also a flag (see ranklog.config).
+
+Defaults are what a production node wants without tuning: 4 MB / 250 ms batches (≤ 1 s latency at
+low rates, big compressed requests at high rates), 2 MB reads (large enough to vectorize, small
+enough that polls and acks are served every fraction of a second), 64 MB of unacknowledged data
+before reading pauses, a 250 ms discovery poll (new files are picked up well within a second).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from dataclasses import dataclass, field
+
+DEFAULT_TRAINING_METRICS = [
+    "perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/max_memory_allocated_gb",
+    "actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/lr", "actor/kl_loss", "actor/pg_clipfrac",
+    "critic/vf_loss", "critic/grad_norm", "critic/score/mean", "critic/rewards/mean",
+    "response_length/mean", "response_length/clip_ratio", "timing_s/step", "timing_s/gen",
+    "training/loss", "training/lr", "training/grad_norm", "loss", "lr", "grad_norm",
+    "tokens_per_second", "samples_per_second", "throughput",
+]
+PRESETS = ("ranklog", "ray", "torchrun", "verl")
+
+
+def _split_source(value: object) -> SourceSpec:
+    """A source from YAML (mapping) or a flag (`GLOB[:FORMAT]`)."""
+    if isinstance(value, SourceSpec):
+        return value
+    if isinstance(value, dict):
+        unknown = set(value) - {f.name for f in dataclasses.fields(SourceSpec)}
+        if unknown:
+            raise ValueError(f"unknown source key(s) {sorted(unknown)} (known: glob, format, options, exclude)")
+        if not value.get("glob"):
+            raise ValueError("a source needs a 'glob'")
+        return SourceSpec(glob=str(value["glob"]), format=str(value.get("format") or "auto"),
+                          options=dict(value.get("options") or {}), exclude=list(value.get("exclude") or []))
+    text = str(value)
+    glob_part, sep, fmt = text.rpartition(":")
+    # A colon inside the glob (rare) is kept: only a trailing `:word` is a format.
+    if sep and fmt and "/" not in fmt and "*" not in fmt:
+        return SourceSpec(glob=glob_part, format=fmt)
+    return SourceSpec(glob=text)
+
+
+@dataclass
+class SourceSpec:
+    """Files matching `glob` (recursive `**` allowed) read with `format` (`auto` = recognise by name/layout)."""
+
+    glob: str
+    format: str = "auto"
+    options: dict = field(default_factory=dict)
+    exclude: list = field(default_factory=list)
+
+
+def default_host() -> str:
+    return socket.gethostname()
+
+
+def default_ip() -> str:
+    """The address this node uses for outbound traffic (a UDP connect sends no packet), else loopback."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect(("10.255.255.255", 1))
+            return sock.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+@dataclass
+class AgentConfig:
+    archive: list[str] = field(default_factory=list, metadata={"help": "archive base URLs (comma-separated)"})
+    token_file: str = field(default="", metadata={"help": "file whose first line is the bearer token"})
+    state_dir: str = field(default="/var/lib/ranklog-agent", metadata={"help": "checkpoints live here"})
+    metrics_listen: str = field(default="127.0.0.1:9465", metadata={"help": "HOST:PORT of /metrics ('' = off)"})
+    preset: list[str] = field(default_factory=list, metadata={"help": f"presets: {', '.join(PRESETS)}"})
+    source: list[str] = field(default_factory=list, metadata={"help": "extra sources 'GLOB[:FORMAT]'", "flag": True})
+    sources: list[SourceSpec] = field(default_factory=list, metadata={"parse": lambda v: [_split_source(x) for x in v]})
+    host: str = field(default_factory=default_host, metadata={"help": "node name stamped on records"})
+    ip: str = field(default_factory=default_ip, metadata={"help": "node address stamped on records"})
+    ranklog_log_dir: str = field(default_factory=lambda: os.environ.get("RANKLOG_LOG_DIR", "/var/log/ranklog"),
+                                 metadata={"help": "root of the ranklog preset"})
+    ray_root: str = field(default="/tmp/ray", metadata={"help": "root of the ray preset (session_*/logs below)"})
+    torchrun_log_dirs: list[str] = field(default_factory=lambda: ["/var/log/torchrun"],
+                                         metadata={"help": "torchrun --log-dir roots of the torchrun preset"})
+    verl_log_dirs: list[str] = field(default_factory=lambda: ["/var/log/verl"],
+                                     metadata={"help": "roots of the verl preset (console logs, metrics JSONL)"})
+    batch_bytes: int = field(default=4_000_000, metadata={"unit": "size", "help": "ship when a batch has this many raw bytes"})
+    batch_latency: float = field(default=0.25, metadata={"unit": "duration", "help": "ship a partial batch after this long"})
+    read_chunk: int = field(default=2_000_000, metadata={"unit": "size", "help": "bytes read from one file per turn"})
+    max_unacked_bytes: int = field(default=64_000_000, metadata={"unit": "size", "help": "pause reading above this"})
+    poll_interval: float = field(default=0.25, metadata={"unit": "duration", "help": "discovery/stat poll period"})
+    idle_final: float = field(default=1.0, metadata={"unit": "duration", "help": "flush a pending record after this quiet time"})
+    rotate_grace: float = field(default=2.0, metadata={"unit": "duration", "help": "keep a rotated file this long after EOF"})
+    checkpoint_interval: float = field(default=0.5, metadata={"unit": "duration", "help": "max checkpoint write rate"})
+    request_timeout: float = field(default=30.0, metadata={"unit": "duration"})
+    backoff_initial: float = field(default=0.25, metadata={"unit": "duration"})
+    backoff_max: float = field(default=30.0, metadata={"unit": "duration"})
+    unauthorized_retry: float = field(default=60.0, metadata={"unit": "duration", "help": "re-try a 401 endpoint after"})
+    senders: int = field(default=2, metadata={"help": "concurrent requests in flight"})
+    tls_ca: str = field(default="", metadata={"help": "CA bundle to verify the archive's certificate"})
+    tls_verify: bool = field(default=True, metadata={"help": "verify the archive's TLS certificate"})
+    max_jobs: int = field(default=32, metadata={"help": "label budget: distinct job values"})
+    max_ranks: int = field(default=8192, metadata={"help": "label budget: distinct rank values"})
+    max_metric_names: int = field(default=64, metadata={"help": "label budget: training metric names"})
+    training_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TRAINING_METRICS),
+                                        metadata={"help": "allow-listed training metric names"})
+    shutdown_timeout: float = field(default=10.0, metadata={"unit": "duration", "help": "ship what is read on exit for up to"})
+    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR")})
+
+    def validate(self) -> None:
+        if not self.archive:
+            raise ValueError("archive: at least one archive URL is required")
+        for url in self.archive:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"archive: {url!r} is not an http(s) URL")
+        if not self.token_file:
+            raise ValueError("token_file: required")
+        for name in self.preset:
+            if name not in PRESETS:
+                raise ValueError(f"preset: unknown preset {name!r} (known: {', '.join(PRESETS)})")
+        if self.metrics_listen and ":" not in self.metrics_listen:
+            raise ValueError(f"metrics_listen: {self.metrics_listen!r} is not HOST:PORT")
+        for key in ("batch_bytes", "read_chunk", "max_unacked_bytes", "senders"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key}: must be positive")
+        self.sources = [*self.sources, *(_split_source(text) for text in self.source)]
+        self.source = []
+        if not self.sources and not self.preset:
+            raise ValueError("sources: give at least one --source or --preset")
+
+    def token(self) -> str:
+        """The first non-empty line of the token file (re-read on demand: tokens rotate)."""
+        try:
+            with open(self.token_file, encoding="utf-8") as handle:
+                for line in handle:
+                    if line.strip():
+                        return line.strip()
+        except OSError as exc:
+            raise ValueError(f"token_file: cannot read {self.token_file}: {exc.strerror}") from None
+        raise ValueError(f"token_file: {self.token_file} holds no token")

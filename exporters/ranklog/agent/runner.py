@@ -1,0 +1,155 @@
+"""The agent's main loop: discover → tail → parse → observe → ship, acknowledgements → checkpoints.
+
+One thread reads, parses and updates metrics (pyarrow releases the GIL in its kernels); ``senders``
+threads encode and POST requests. Acknowledged chunks come back through a queue and only the main
+thread touches tracked files and checkpoints, so there is no shared mutable state but that queue and
+the in-flight byte budget. On stop, reading ends, what was already read gets ``shutdown_timeout``
+seconds to be acknowledged, and the checkpoint is written; anything not acknowledged by then is
+simply read again at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+from ..metrics import LabelBudget, create
+from ..record import arrow_schema
+from .acks import Chunk
+from .backpressure import InflightBudget
+from .checkpoint import CheckpointStore, CheckpointWriter
+from .config import AgentConfig
+from .discover import Discovery, DiscoveryThread
+from .observe import BatchObserver
+from .presets import all_sources
+from .ship import Shipper
+from .tracker import FileTracker
+
+log = logging.getLogger("ranklog.agent")
+
+
+class Agent:
+    def __init__(self, cfg: AgentConfig, registry=None) -> None:
+        from .. import parse as parse_mod
+
+        self.cfg = cfg
+        self.parse = parse_mod
+        self.metrics = create("agent", registry)
+        self.budget = InflightBudget(cfg.max_unacked_bytes, self.metrics.agent_reading_paused)
+        labels = LabelBudget(self.metrics.metric_label_overflow, cfg.max_jobs, cfg.max_ranks, cfg.max_metric_names)
+        self.observer = BatchObserver(self.metrics, labels, cfg.training_metrics)
+        self._acks: queue.SimpleQueue[list[Chunk]] = queue.SimpleQueue()
+        self.shipper = Shipper(cfg, self.metrics, self._acks.put, arrow_schema())
+        self.store = CheckpointStore(cfg.state_dir)
+        self.writer: CheckpointWriter | None = None
+        self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval)
+        self.tracker = FileTracker(cfg, self.metrics, parse_mod)
+        self._turn = 0
+
+    def run(self, stop: threading.Event) -> None:
+        cfg = self.cfg
+        self.tracker.resume(self.store.load(), self.discovery.discovery.scan())
+        self.writer = CheckpointWriter(self.store)
+        self.discovery.scan_once()
+        self.discovery.start()
+        self.shipper.start()
+        next_poll = last_save = 0.0
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if now >= next_poll:
+                    self._submit_all(self.tracker.poll(self.discovery.found, self.discovery.take()))
+                    self._update_gauges()
+                    next_poll = now + cfg.poll_interval
+                self._drain_acks()
+                if self.tracker.urgent or (self.tracker.dirty and now - last_save >= cfg.checkpoint_interval):
+                    self._save()
+                    last_save = now
+                worked = self._read_round(now)
+                self.shipper.tick()
+                if not worked:
+                    self._wait_for_acks(min(0.05, max(0.0, next_poll - time.monotonic())))
+        finally:
+            self._shutdown()
+
+    def _read_round(self, now: float) -> bool:
+        """One read from each tracked file (rotating the start for fairness); True if anything moved."""
+        files = list(self.tracker.files)
+        if not files:
+            return False
+        worked = False
+        self._turn = (self._turn + 1) % len(files)
+        for tf in files[self._turn:] + files[:self._turn]:
+            if not self.budget.may_read():
+                break
+            outcome = tf.read_step(self.parse, self.cfg.read_chunk, self.cfg.idle_final, now)
+            if outcome.truncated:
+                self._submit_all(self.tracker.truncated(tf))
+                worked = True
+                continue
+            if outcome.nread:
+                self.metrics.agent_bytes_read.inc(outcome.nread)
+            if outcome.errors:
+                self.metrics.agent_parse_errors.labels(format=tf.format).inc(outcome.errors)
+            if outcome.chunk is not None:
+                self._submit_all([outcome.chunk])
+            worked = worked or bool(outcome.nread) or outcome.chunk is not None
+        return worked
+
+    def _submit_all(self, chunks: list[Chunk]) -> None:
+        for chunk in chunks:
+            self.observer.observe(chunk.batch)
+            self.budget.take(chunk.nbytes)
+            self.shipper.submit(chunk)
+
+    def _drain_acks(self) -> None:
+        while True:
+            try:
+                chunks = self._acks.get_nowait()
+            except queue.Empty:
+                return
+            self._acked(chunks)
+
+    def _wait_for_acks(self, timeout: float) -> None:
+        try:
+            chunks = self._acks.get(timeout=timeout)
+        except queue.Empty:
+            return
+        self._acked(chunks)
+
+    def _acked(self, chunks: list[Chunk]) -> None:
+        for chunk in chunks:
+            self.tracker.acked(chunk)
+            self.budget.give_back(chunk.nbytes)
+
+    def _save(self) -> None:
+        if self.tracker.urgent:
+            self.writer.save_now(self.tracker.checkpoints())
+        else:
+            self.writer.submit(self.tracker.checkpoints())
+        self.tracker.dirty = self.tracker.urgent = False
+
+    def _update_gauges(self) -> None:
+        backlog, age = self.tracker.backlog()
+        self.metrics.agent_backlog_bytes.set(backlog)
+        self.metrics.agent_oldest_unshipped_seconds.set(age)
+        self.metrics.agent_files_tracked.set(self.tracker.stats()["files"])
+        self.budget.may_read()
+
+    def _shutdown(self) -> None:
+        self.discovery.stop()
+        self.shipper.tick(force=True)
+        deadline = time.monotonic() + self.cfg.shutdown_timeout
+        while self.budget.inflight > 0 and time.monotonic() < deadline:
+            self._wait_for_acks(0.1)
+        self._drain_acks()
+        if self.budget.inflight > 0:
+            log.warning("stopping with %d bytes not yet acknowledged; they will be read again at the next start",
+                        self.budget.inflight)
+        self.shipper.stop(timeout=2.0)
+        self._drain_acks()
+        if self.writer is not None:
+            self.writer.close(self.tracker.checkpoints())
+        self.tracker.close()

@@ -1,0 +1,161 @@
+"""One tailed file: an open descriptor, how far it was read, parsed and acknowledged.
+
+The agent keeps every tracked file open, so a file renamed or deleted by rotation can still be read
+to its end through the descriptor, and its inode cannot be reused while it is tracked. Offsets:
+
+- ``read_offset``: bytes read from the file;
+- ``parse_offset``: bytes the parser consumed (``carry`` holds ``read_offset - parse_offset`` bytes
+  of a pending record, re-offered with the next read);
+- ``watermark.offset``: bytes acknowledged by an archive — the only offset a checkpoint records.
+
+A pending record is flushed (``final=True``) after ``idle_final`` seconds without new data, and when
+a rotated file reached its end.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from .acks import Chunk, Watermark
+from .identity import FileIdentity, head_matches, identify, make_source_id
+
+
+@dataclass
+class ReadOutcome:
+    chunk: Chunk | None = None
+    nread: int = 0
+    errors: int = 0
+    truncated: bool = False  # the file was truncated under us: the tracker starts a new generation
+
+
+def resolve_format(parse_mod, path: str, wanted: str) -> tuple[str, dict[str, Any]]:
+    """(format, layout fields) of a file: `wanted` unless ``auto``, layout fields from detection either way.
+
+    A file detection does not know (e.g. a rotated ``app.log.1`` seen for the first time) is read as
+    ``text``: every line is kept, nothing is guessed.
+    """
+    detected = parse_mod.detect(path)
+    fields = dict(detected.fields) if detected is not None and detected.fields else {}
+    if wanted == "auto":
+        wanted = detected.format if detected is not None else "text"
+    return wanted, fields
+
+
+@dataclass(eq=False)
+class TrackedFile:
+    path: str
+    fd: int
+    format: str
+    fields: dict[str, Any]
+    options: dict[str, Any]
+    generation: int = 1
+    ident: FileIdentity | None = None
+    key: str | None = None  # source_id, once identified
+    ctx: Any = None  # parse.SourceContext
+    read_offset: int = 0
+    parse_offset: int = 0
+    carry: bytes = b""
+    watermark: Watermark = field(default_factory=lambda: Watermark(0, {}))
+    size: int = 0
+    last_data: float = field(default_factory=time.monotonic)
+    # (offset, wall time): bytes from `offset` on were first seen at that time; pruned as acks advance.
+    growth: deque = field(default_factory=deque)
+    inode: tuple[int, int] = (0, 0)  # (dev, inode) of the open descriptor
+    detached: bool = False  # rotated away or deleted: read to the end, then let go
+    retired: bool = False  # an old generation (before a truncation): only waits for its acks
+
+    def identify(self, host: str, ip: str, parse_mod) -> bool:
+        """Take the file's identity once it has bytes; True when it was identified now.
+
+        The format of an ``auto`` source is resolved here too, when there are lines to sniff.
+        """
+        if self.key is not None:
+            return False
+        st = os.fstat(self.fd)
+        ident = identify(self.fd, st)
+        if ident is None:
+            return False
+        if self.format == "auto":
+            self.format, self.fields = resolve_format(parse_mod, self.path, "auto")
+        self.ident = ident
+        self.key = make_source_id(host, ident, self.generation)
+        self.ctx = parse_mod.SourceContext(source=self.path, source_id=self.key, format=self.format, host=host,
+                                           ip=ip, fields=dict(self.fields), state={}, options=dict(self.options))
+        return True
+
+    def read_step(self, parse_mod, read_chunk: int, idle_final: float, now: float) -> ReadOutcome:
+        """Read and parse the next piece of the file.
+
+        After every read that returned bytes the head is checked again: if the file was truncated and
+        rewritten past our offset since the last poll, the bytes just read belong to a new
+        generation, so they are discarded (``truncated``) instead of being shipped under this one.
+        """
+        if self.key is None or self.retired:
+            return ReadOutcome()
+        data = os.pread(self.fd, read_chunk, self.read_offset)
+        if data:
+            if self.ident is not None and not head_matches(self.fd, self.ident):
+                return ReadOutcome(truncated=True)
+            self.read_offset += len(data)
+            self.last_data = now
+            buffer = self.carry + data if self.carry else data
+            final = False
+        elif self.carry and (self.detached or now - self.last_data >= idle_final):
+            buffer, final = self.carry, True
+        else:
+            return ReadOutcome()
+        chunk, errors = self._parse(parse_mod, buffer, final)
+        return ReadOutcome(chunk, len(data), errors)
+
+    def flush_pending(self, parse_mod) -> tuple[Chunk | None, int]:
+        """Parse what is left in `carry` as complete (before retiring the file)."""
+        if self.key is None or not self.carry:
+            return None, 0
+        return self._parse(parse_mod, self.carry, True)
+
+    def _parse(self, parse_mod, buffer: bytes, final: bool) -> tuple[Chunk | None, int]:
+        self.ctx.source = self.path
+        result = parse_mod.parse(buffer, self.parse_offset, self.ctx, final=final, read_time_ns=time.time_ns())
+        consumed = result.consumed
+        self.carry = buffer[consumed:] if consumed < len(buffer) else b""
+        if consumed == 0:
+            return None, result.errors
+        batch = result.batch
+        rows = batch.num_rows if batch is not None else 0
+        chunk = Chunk(self.key, self.parse_offset, self.parse_offset + consumed,
+                      copy.deepcopy(self.ctx.state), batch if rows else None, rows)
+        self.parse_offset += consumed
+        self.watermark.add(chunk)
+        return chunk, result.errors
+
+    def note_size(self, size: int, now: float) -> None:
+        """Record a size seen by a poll (growth timestamps feed the oldest-unshipped age)."""
+        if size > self.size:
+            self.growth.append((self.size, now))
+        self.size = size
+
+    def unshipped_age(self, now: float, end: int) -> float:
+        """Seconds since the oldest byte not yet acknowledged was first seen (0 when none)."""
+        acked = self.watermark.offset
+        if acked >= end:
+            self.growth.clear()
+            return 0.0
+        growth = self.growth
+        while len(growth) > 1 and growth[1][0] <= acked:
+            growth.popleft()
+        return now - growth[0][1] if growth else 0.0
+
+    @property
+    def drained(self) -> bool:
+        """Everything read was parsed, sent and acknowledged."""
+        return (not self.carry and self.watermark.pending == 0 and self.watermark.offset == self.read_offset)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

@@ -1,0 +1,91 @@
+"""`ranklog agent`: tail this node's training logs, ship them to the archive, export /metrics.
+
+Runs in the foreground until SIGTERM/SIGINT (systemd and containers manage it); on stop, what was
+already read is given ``--shutdown-timeout`` to be acknowledged and the checkpoint is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    from ..agent.config import AgentConfig
+    from ..config import add_config_flags
+
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Tail every training log on this node, ship it to the ranklog archive with "
+                               "end-to-end acknowledgement, and export Prometheus metrics.")
+    parser.add_argument("--config", metavar="FILE", help="agent YAML (top level, or under an 'agent:' key)")
+    add_config_flags(parser, AgentConfig)
+    return parser
+
+
+def _load(args: argparse.Namespace):
+    from ..agent.config import AgentConfig
+    from ..config import flag_overrides, load_config, read_yaml
+
+    section = None
+    if args.config and "agent" in read_yaml(args.config):
+        section = "agent"
+    return load_config(AgentConfig, args.config, flag_overrides(args), section=section)
+
+
+def _raise_open_files_limit() -> None:
+    """Every tracked file stays open (rotation safety): lift the soft descriptor limit to the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def main(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import sys
+    import threading
+
+    from ..errors import ConfigError, UserError
+
+    cfg = _load(args)
+    try:
+        cfg.token()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    logging.basicConfig(level=cfg.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    from ..agent.runner import Agent
+
+    _raise_open_files_limit()
+
+    try:
+        agent = Agent(cfg)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    server = None
+    if cfg.metrics_listen:
+        from prometheus_client import start_http_server
+
+        host, _, port = cfg.metrics_listen.rpartition(":")
+        try:
+            server, _ = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=agent.metrics.registry)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"metrics_listen: cannot listen on {cfg.metrics_listen}: {exc}") from None
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    logging.getLogger("ranklog.agent").info(
+        "agent started: host=%s sources=%d archives=%s state=%s", cfg.host, len(agent.discovery.discovery.specs),
+        ",".join(cfg.archive), cfg.state_dir)
+    try:
+        agent.run(stop)
+    finally:
+        if server is not None:
+            server.shutdown()
+    return 0

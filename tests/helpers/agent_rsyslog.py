@@ -1,0 +1,103 @@
+"""rsyslog as the agent's benchmark peer: `imfile` → `omfwd` TCP → a second rsyslog writing a file.
+
+Two real ``rsyslogd -n`` processes with their own config, pid file and work directory on a loopback
+port: the *shipper* tails files with ``imfile`` (inotify mode) and forwards each line over TCP; the
+*receiver* (``imtcp``) writes every message, one per line, to an output file. The shipper is what
+compares with the ranklog agent; the receiver plays the archive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.helpers.net import free_port, wait_for_port
+from tests.helpers.procs import spawn, stop
+
+RSYSLOGD = shutil.which("rsyslogd") or "/usr/sbin/rsyslogd"
+
+_RECEIVER = """
+global(workDirectory="{work}" maxMessageSize="64k")
+module(load="imtcp")
+template(name="line" type="string" string="%msg%\\n")
+ruleset(name="store") {{
+  action(type="omfile" file="{output}" template="line" ioBufferSize="1m" flushOnTXEnd="on")
+}}
+input(type="imtcp" port="{port}" address="127.0.0.1" ruleset="store")
+"""
+
+_SHIPPER = """
+global(workDirectory="{work}" maxMessageSize="64k")
+module(load="imfile" mode="inotify")
+ruleset(name="forward" queue.type="LinkedList" queue.size="200000" queue.dequeueBatchSize="1024") {{
+  action(type="omfwd" target="127.0.0.1" port="{port}" protocol="tcp" template="RSYSLOG_ForwardFormat")
+}}
+input(type="imfile" file="{glob}" tag="bench" ruleset="forward" freshStartTail="off")
+"""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (from /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
+    except FileNotFoundError:
+        return 0
+
+
+@dataclass
+class RsyslogPair:
+    shipper: subprocess.Popen
+    receiver: subprocess.Popen
+    output: Path
+    logs: Path
+
+    def wait_lines(self, expected: int, timeout: float) -> tuple[int, float]:
+        """Wait until the receiver's output holds `expected` lines; (lines, monotonic time seen)."""
+        deadline = time.monotonic() + timeout
+        lines = 0
+        while time.monotonic() < deadline:
+            lines = count_lines(self.output)
+            if lines >= expected:
+                return lines, time.monotonic()
+            for proc in (self.shipper, self.receiver):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"rsyslogd exited with {proc.returncode}: {self.logs.read_text()[-2000:]}")
+            time.sleep(0.05)
+        return lines, time.monotonic()
+
+
+@contextmanager
+def rsyslog_pair(workdir: Path, watch_glob: str) -> Iterator[RsyslogPair]:
+    """Start receiver then shipper (tailing `watch_glob`); stop both on exit."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    procs: list[subprocess.Popen] = []
+    output = workdir / "received.log"
+    logs = workdir / "rsyslogd.out"
+    try:
+        for role, template in (("receiver", _RECEIVER), ("shipper", _SHIPPER)):
+            work = workdir / f"{role}-work"
+            work.mkdir(exist_ok=True)
+            conf = workdir / f"{role}.conf"
+            conf.write_text(template.format(work=work, output=output, port=port, glob=watch_glob))
+            proc = spawn([RSYSLOGD, "-n", "-f", str(conf), "-i", str(workdir / f"{role}.pid")], log_path=logs)
+            procs.append(proc)
+            if role == "receiver":
+                wait_for_port(port, timeout=20, process=proc)
+        time.sleep(0.5)  # let imfile set up its inotify watches
+        yield RsyslogPair(procs[1], procs[0], output, logs)
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
