@@ -1,0 +1,70 @@
+"""Count what a fault scenario lost or duplicated: writer `seq` numbers against archive rows.
+
+The writers (tests.helpers.seq_writer) number their lines 1..N per process; the archive is read
+back with pyarrow.dataset over one or more archive roots (their union is what query reads).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+
+@dataclass
+class Tally:
+    written: int
+    archived: int  # rows found, duplicates included
+    lost: int  # written seq numbers with no row
+    duplicated: int  # rows beyond the first for the same (host, pid, seq)
+
+    @property
+    def exact(self) -> bool:
+        return self.lost == 0 and self.duplicated == 0 and self.archived == self.written
+
+
+def archived_rows(roots: Iterable[Path], job: str) -> pa.Table:
+    """host, pid, seq, source_id, offset of every archived row of `job` (Parquet files only)."""
+    tables = []
+    for root in roots:
+        if not any(Path(root).rglob("*.parquet")):
+            continue
+        dataset = ds.dataset(str(root), format="parquet", partitioning="hive",
+                             exclude_invalid_files=True)
+        tables.append(dataset.to_table(columns=["host", "pid", "seq", "source_id", "offset"],
+                                       filter=ds.field("job") == job))
+    if not tables:
+        return pa.table({"host": pa.array([], pa.string()), "pid": pa.array([], pa.int32()),
+                         "seq": pa.array([], pa.int64()), "source_id": pa.array([], pa.string()),
+                         "offset": pa.array([], pa.int64())})
+    return pa.concat_tables(tables)
+
+
+def tally(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int]) -> Tally:
+    """Compare the archive with `written` ({(host, pid): lines written})."""
+    rows = archived_rows(roots, job)
+    keys = rows.group_by(["host", "pid", "seq"]).aggregate([([], "count_all")])
+    distinct_found = 0
+    for (host, pid), count in written.items():
+        mask = pc.and_(pc.and_(pc.equal(keys["host"], host), pc.equal(keys["pid"], pid)),
+                       pc.and_(pc.greater_equal(keys["seq"], 1), pc.less_equal(keys["seq"], count)))
+        distinct_found += pc.sum(mask.cast(pa.int64())).as_py() or 0
+    total_written = sum(written.values())
+    return Tally(written=total_written, archived=rows.num_rows, lost=total_written - distinct_found,
+                 duplicated=rows.num_rows - keys.num_rows)
+
+
+def wait_for_archive(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int],
+                     timeout: float = 90.0) -> tuple[Tally, float]:
+    """Poll until every written line is archived (or `timeout`); returns the tally and seconds waited."""
+    start = time.monotonic()
+    result = tally(roots, job, written)
+    while result.lost and time.monotonic() - start < timeout:
+        time.sleep(0.5)
+        result = tally(roots, job, written)
+    return result, time.monotonic() - start
