@@ -1,0 +1,108 @@
+"""The ``logging:`` block: what the in-process library writes, where, and how much it keeps.
+
+Sources, weakest first: the dataclass defaults < the ``logging:`` block (a dict or a YAML file) <
+``RANKLOG_*`` environment variables < keyword arguments to :func:`ranklog.configure`. The
+environment beats the file so that a launcher (``ranklog run``, a cluster profile) can redirect
+logs without touching code; explicit arguments in code are the most specific and win.
+
+Environment variables: ``RANKLOG_ENABLED``, ``RANKLOG_LEVEL``, ``RANKLOG_FORMAT``,
+``RANKLOG_LOG_DIR``, ``RANKLOG_ROTATION``, ``RANKLOG_RETENTION``, ``RANKLOG_JOB`` (the job is read
+by :mod:`ranklog.log.identity`), ``RANKLOG_QUEUE_SIZE``, ``RANKLOG_FLUSH_INTERVAL``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..config import load_config
+from ..errors import ConfigError
+from ..record import normalize_level
+
+LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_LOG_DIR = "./ranklog-logs"
+
+
+def _level_name(value: object) -> str:
+    """`warn`, `Error`, 40 → the canonical level name (anything else is reported by validate)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    name = normalize_level(value)
+    return name if name in LEVEL_NAMES else str(value)
+
+
+@dataclass
+class LoggingConfig:
+    """Settings of the in-process logger (the ``logging:`` YAML block)."""
+
+    enabled: bool = field(default=True, metadata={"help": "write ranklog files at all; when false, "
+                                                           "get_logger() loggers behave like plain stdlib loggers"})
+    level: str = field(default="INFO", metadata={"choices": LEVEL_NAMES, "parse": _level_name,
+                                                 "help": "lowest level written"})
+    format: str = field(default="json", metadata={"choices": ("json", "text"), "help": "json lines or text lines"})
+    log_dir: str = field(default=DEFAULT_LOG_DIR, metadata={"help": "root of <job>/<host>/rank-R.pid-P.NNNN.jsonl"})
+    rotation: int = field(default=1_000_000_000, metadata={"unit": "size", "help": "start a new part past this size"})
+    retention: float = field(default=7 * 86400.0, metadata={"unit": "duration",
+                                                            "help": "delete parts older than this (0 keeps all)"})
+    job: str | None = field(default=None, metadata={"help": "job id (default: from the launcher's environment)"})
+    queue_size: int = field(default=65536, metadata={"help": "records below WARNING beyond this are dropped"})
+    flush_interval: float = field(default=0.2, metadata={"unit": "duration",
+                                                         "help": "longest time a record waits before it is written"})
+
+    def validate(self) -> None:
+        if self.level not in LEVEL_NAMES:
+            raise ValueError(f"level: {self.level!r} is not one of {', '.join(LEVEL_NAMES)}")
+        if self.rotation < 4096:
+            raise ValueError(f"rotation: {self.rotation} bytes is too small (at least 4096)")
+        if self.retention < 0:
+            raise ValueError("retention: must not be negative")
+        if self.queue_size < 16:
+            raise ValueError("queue_size: must be at least 16")
+        if not 0 < self.flush_interval <= 60:
+            raise ValueError("flush_interval: must be in (0, 60] seconds")
+
+    @property
+    def levelno(self) -> int:
+        return (LEVEL_NAMES.index(self.level) + 1) * 10
+
+
+_ENV_KEYS = {
+    "enabled": "RANKLOG_ENABLED", "level": "RANKLOG_LEVEL", "format": "RANKLOG_FORMAT", "log_dir": "RANKLOG_LOG_DIR",
+    "rotation": "RANKLOG_ROTATION", "retention": "RANKLOG_RETENTION", "job": "RANKLOG_JOB",
+    "queue_size": "RANKLOG_QUEUE_SIZE", "flush_interval": "RANKLOG_FLUSH_INTERVAL",
+}
+
+
+def env_overrides(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The config keys set through ``RANKLOG_*`` variables (empty values are ignored)."""
+    env = os.environ if env is None else env
+    return {key: env[name] for key, name in _ENV_KEYS.items() if env.get(name, "").strip()}
+
+
+def _block(source: LoggingConfig | Mapping[str, Any] | str | os.PathLike[str] | None) -> dict[str, Any]:
+    if source is None:
+        return {}
+    if isinstance(source, LoggingConfig):
+        return {f.name: getattr(source, f.name) for f in fields(LoggingConfig)}
+    if isinstance(source, Mapping):
+        inner = source.get("logging") if set(source) == {"logging"} else source
+        if not isinstance(inner, Mapping):
+            raise ConfigError("logging: must be a mapping of keys")
+        return dict(inner)
+    from ..config import read_yaml
+
+    return read_yaml(source, section="logging")
+
+
+def resolve(source: LoggingConfig | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+            env: Mapping[str, str] | None = None, **overrides: Any) -> LoggingConfig:
+    """The effective config: defaults < `source` (block, dict or YAML path) < env < `overrides`."""
+    data = _block(source)
+    data.update(env_overrides(env))
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return load_config(LoggingConfig, overrides=data)
+    except ConfigError as exc:
+        raise ConfigError(f"logging.{exc}") from None
