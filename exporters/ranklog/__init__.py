@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 # Public names of the in-process library, resolved lazily so `import ranklog` stays cheap.
 _LOG_API = {
     "get_logger", "configure", "install", "shutdown", "flush", "trace", "current_trace_id", "new_context",
-    "ray_runtime_env", "SamplingFilter", "JsonFormatter", "RanklogHandler", "LoggingConfig",
+    "ray_runtime_env", "context_env", "SamplingFilter", "JsonFormatter", "RanklogHandler", "LoggingConfig",
 }
 
 __all__ = ["__version__", *sorted(_LOG_API)]
