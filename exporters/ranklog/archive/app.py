@@ -1,0 +1,161 @@
+"""The HTTP face of the archive (Starlette): ingest, health, metrics, the OpenAPI description.
+
+Other areas add endpoints by extending :func:`routes` (one line each); handlers reach everything
+through ``request.app.state``: ``archive`` (an :class:`ArchiveState`), ``config`` and ``root``.
+Use :func:`authorize` for bearer-token checks so every endpoint answers 401 the same way.
+
+Ingest checks run cheapest first, before the body is read: readiness (503), token (401), media
+type (415), declared length (413), concurrency (429), flush backlog (503), free disk (507). All
+refusals are ``{"error": "<one line>"}`` and are counted in
+``ranklog_archive_rejected_requests_total{reason}``; 429/503 carry ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import anyio
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import query_api
+from .auth import TokenStore
+from .config import ArchiveConfig
+from .ingest import IngestError, content_type_code, encoding_code
+from .openapi import openapi_document
+from .pipeline import Pipeline
+from .storage import DiskProbe, Storage
+from .wal import WalFailure
+
+log = logging.getLogger("ranklog.archive.app")
+
+
+@dataclass
+class ArchiveState:
+    config: ArchiveConfig
+    storage: Storage
+    pipeline: Pipeline
+    tokens: TokenStore
+    metrics: object
+    disk: DiskProbe
+    ready: bool = False
+    inflight: int = 0
+
+
+def error(status: int, message: str, retry_after: float | None = None, **headers: str) -> JSONResponse:
+    if retry_after is not None:
+        headers["Retry-After"] = str(max(1, round(retry_after)))
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _reject(state: ArchiveState, reason: str, status: int, message: str, **kwargs) -> JSONResponse:
+    state.metrics.archive_rejected_requests.labels(reason=reason).inc()
+    return error(status, message, **kwargs)
+
+
+def authorize(request: Request) -> JSONResponse | None:
+    """None when the request carries a valid bearer token, else the 401 to send."""
+    state: ArchiveState = request.app.state.archive
+    if state.tokens.check(request.headers.get("authorization")):
+        return None
+    return _reject(state, "unauthorized", 401, "missing or invalid bearer token",
+                   **{"WWW-Authenticate": 'Bearer realm="ranklog"'})
+
+
+async def ingest(request: Request) -> Response:
+    state: ArchiveState = request.app.state.archive
+    config = state.config
+    if not state.ready or state.pipeline.failure:
+        reason = state.pipeline.failure or "starting: replaying the write-ahead log"
+        return _reject(state, "unavailable", 503, f"archive not ready ({reason})", retry_after=5)
+    denied = authorize(request)
+    if denied is not None:
+        return denied
+    try:
+        content_type = content_type_code(request.headers.get("content-type"))
+        encoding = encoding_code(request.headers.get("content-encoding"))
+    except IngestError as exc:
+        return _reject(state, exc.reason, exc.status, str(exc))
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > config.max_body_size:
+        return _reject(state, "too_large", 413, f"body of {declared} bytes exceeds max_body_size "
+                       f"({config.max_body_size})")
+    if state.inflight >= config.max_inflight_requests:
+        return _reject(state, "overloaded", 429, "too many concurrent ingest requests", retry_after=1)
+    if state.pipeline.pending_bytes() > config.max_pending_bytes:
+        return _reject(state, "flush_backlog", 503, "Parquet writing is behind; retry shortly", retry_after=2)
+    free = state.disk.free_bytes()
+    if free is not None and free < config.disk_reserve:
+        return _reject(state, "disk_full", 507, f"free disk {free} bytes is below the reserve {config.disk_reserve}")
+    state.inflight += 1
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > config.max_body_size:
+                return _reject(state, "too_large", 413, f"body exceeds max_body_size ({config.max_body_size})")
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        try:
+            result = await anyio.to_thread.run_sync(state.pipeline.ingest, body, content_type, encoding)
+        except IngestError as exc:
+            return _reject(state, exc.reason, exc.status, str(exc))
+        except WalFailure as exc:
+            return _reject(state, "wal_failure", 503, str(exc), retry_after=30)
+    finally:
+        state.inflight -= 1
+    state.metrics.archive_ingested_records.inc(result.accepted)
+    state.metrics.archive_duplicate_records.inc(result.duplicates)
+    state.metrics.archive_ingested_bytes.inc(len(body))
+    return JSONResponse({"accepted": result.accepted, "duplicates": result.duplicates})
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    state: ArchiveState = request.app.state.archive
+    if state.pipeline.failure:
+        return JSONResponse({"status": "failed", "error": state.pipeline.failure}, status_code=503)
+    if not state.ready:
+        return JSONResponse({"status": "starting"}, status_code=503)
+    return JSONResponse({"status": "ready", "archive_id": state.config.archive_id})
+
+
+async def metrics(request: Request) -> Response:
+    state: ArchiveState = request.app.state.archive
+    state.metrics.archive_wal_bytes.set(state.pipeline.unflushed_wal_bytes())
+    free = state.disk.free_bytes()
+    if free is not None:
+        state.metrics.archive_disk_free_bytes.set(free)
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(openapi_document())
+
+
+def routes() -> list[Route]:
+    """Every endpoint of the archive. Add a route here to extend the service."""
+    return [
+        Route("/v1/ingest", ingest, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/query", query_api.query, methods=["GET", "POST"]),
+    ]
+
+
+def create_app(state: ArchiveState) -> Starlette:
+    app = Starlette(routes=routes())
+    app.state.archive = state
+    app.state.config = state.config
+    app.state.root = state.config.root
+    return app

@@ -1,0 +1,121 @@
+"""The archive's configuration: one dataclass, so every YAML key is also a flag (see ranklog.config).
+
+Defaults are what a production archive wants without tuning: 1 s flushes (a record is queryable
+from Parquet within ~2 s of its ACK), 30 d retention, 128 MB compacted files, 1 GiB disk reserve,
+256 MiB request bodies. Two keys exist for tests and drills and are harmless in production:
+`free_space_file` (a file holding the free byte count the 507 check uses instead of statvfs) and
+`clock_file` (a file holding the epoch seconds retention and compaction use as "now").
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..record import LEVELS, normalize_level
+from ..units import parse_duration
+
+_ARCHIVE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._]*(?:-[A-Za-z0-9._]+)*$")
+
+
+def parse_level_durations(value: object) -> dict[str, float]:
+    """Per-level retention from YAML (`{DEBUG: 3d}`) or a flag (`DEBUG=3d,ERROR=90d`)."""
+    if isinstance(value, str):
+        pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+        if any(len(pair) != 2 for pair in pairs):
+            raise ValueError(f"expected LEVEL=DURATION[,LEVEL=DURATION…], got {value!r}")
+        value = {k.strip(): v.strip() for k, v in pairs}
+    if isinstance(value, list):
+        value = dict(part.split("=", 1) for item in value for part in str(item).split(",") if part)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected a mapping of level to duration, got {type(value).__name__}")
+    out: dict[str, float] = {}
+    for level, duration in value.items():
+        name = normalize_level(level)
+        if name == "UNKNOWN" and str(level).strip().upper() != "UNKNOWN":
+            raise ValueError(f"unknown level {level!r} (levels: {', '.join(LEVELS)})")
+        out[name] = parse_duration(duration)
+    return out
+
+
+def default_archive_id() -> str:
+    """The host name, made safe for file names."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()).strip("-") or "archive"
+
+
+@dataclass
+class RetentionConfig:
+    """How long records are kept: `default` for every level, `levels` overrides (e.g. DEBUG 3d)."""
+
+    default: float = field(default=30 * 86400.0, metadata={"unit": "duration", "help": "keep records this long"})
+    levels: dict = field(default_factory=dict, metadata={
+        "parse": parse_level_durations, "help": "per-level overrides, e.g. DEBUG=3d,ERROR=90d"})
+    interval: float = field(default=3600.0, metadata={"unit": "duration", "help": "how often retention runs"})
+
+    def keep_for(self, level: str) -> float:
+        return self.levels.get(level, self.default)
+
+    def longest(self) -> float:
+        return max([self.default, *self.levels.values()])
+
+
+@dataclass
+class ArchiveConfig:
+    root: str = field(default="", metadata={"help": "archive root: a directory or a pyarrow filesystem URI"})
+    listen: str = field(default="127.0.0.1:8470", metadata={"help": "HOST:PORT to serve HTTP(S) on"})
+    token_file: str = field(default="", metadata={"help": "bearer tokens, one per line (re-read when it changes)"})
+    archive_id: str = field(default_factory=default_archive_id, metadata={
+        "help": "names this instance's files; instances sharing a root need distinct ids (default: host name)"})
+    state_dir: str = field(default="", metadata={
+        "help": "WAL, dedup snapshot and journals (default: <root>/_ranklog/<archive_id> for a local root)"})
+    max_body_size: int = field(default=256 * 1024**2, metadata={"unit": "size", "help": "larger requests get 413"})
+    max_decoded_size: int = field(default=1024**3, metadata={
+        "unit": "size", "help": "413 when a compressed body inflates past this"})
+    disk_reserve: int = field(default=1024**3, metadata={"unit": "size", "help": "507 when free disk is below this"})
+    free_space_file: str = field(default="", metadata={"help": "read free bytes from this file (tests, drills)"})
+    clock_file: str = field(default="", metadata={"help": "read 'now' (epoch seconds) from this file (tests)"})
+    flush_interval: float = field(default=1.0, metadata={"unit": "duration", "help": "WAL → Parquet at least this often"})
+    flush_rows: int = field(default=2_000_000, metadata={"help": "flush early when this many rows are pending"})
+    max_pending_bytes: int = field(default=1024**3, metadata={
+        "unit": "size", "help": "503 while this much ACKed data waits for Parquet"})
+    max_inflight_requests: int = field(default=64, metadata={"help": "429 beyond this many concurrent ingests"})
+    wal_segment_size: int = field(default=128 * 1024**2, metadata={"unit": "size", "help": "WAL segment rotation size"})
+    snapshot_interval: float = field(default=30.0, metadata={
+        "unit": "duration", "help": "dedup snapshot period (bounds WAL replay at start)"})
+    dedup_settle: float = field(default=3600.0, metadata={
+        "unit": "duration", "help": "gaps between a source's offset ranges older than this are closed"})
+    dedup_body_window: float = field(default=86400.0, metadata={
+        "unit": "duration", "help": "how long re-sent key-less NDJSON bodies are recognised"})
+    compaction_target_size: int = field(default=128 * 1000**2, metadata={"unit": "size", "help": "compacted file size"})
+    compaction_interval: float = field(default=60.0, metadata={"unit": "duration", "help": "compaction check period"})
+    compaction_delay: float = field(default=600.0, metadata={
+        "unit": "duration", "help": "an hour is compacted this long after it ends"})
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    tls_cert: str = field(default="", metadata={"help": "PEM certificate (enables HTTPS with tls_key)"})
+    tls_key: str = field(default="", metadata={"help": "PEM private key"})
+    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR")})
+
+    def validate(self) -> None:
+        if not self.root:
+            raise ValueError("root: required (a directory or a filesystem URI)")
+        if not self.token_file:
+            raise ValueError("token_file: required (the archive never accepts anonymous writes)")
+        if not _ARCHIVE_ID.match(self.archive_id):
+            raise ValueError(f"archive_id: {self.archive_id!r} must be letters, digits, '.', '_' and inner '-'")
+        if "://" in self.root and not self.state_dir:
+            raise ValueError("state_dir: required when root is a URI (the WAL needs a local disk)")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key go together")
+        self.listen_address()
+        for name in ("flush_interval", "snapshot_interval", "compaction_interval"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be positive")
+
+    def listen_address(self) -> tuple[str, int]:
+        """(host, port) from `listen` (`HOST:PORT`, `[v6]:PORT`)."""
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"listen: expected HOST:PORT, got {self.listen!r}")
+        return host.strip("[]") or "0.0.0.0", int(port)

@@ -1,0 +1,235 @@
+"""Request bodies → record tables: Arrow IPC streams and NDJSON, optionally gzip/zstd encoded.
+
+Arrow (`application/vnd.apache.arrow.stream`): batches must carry the record schema's columns.
+Missing nullable columns are filled with nulls; a missing required column, a null in a required
+column, a value that does not cast safely, or an *unknown column* is a 400 naming the column (the
+archive never silently drops data, and a typo'd column is a bug in the sender: put free-form fields
+in `attrs`). Dictionary-encoded, large_string and other-unit timestamp columns are cast; naive
+timestamps are taken as UTC; levels are normalized (`warn` → `WARNING`).
+
+NDJSON (`application/x-ndjson`): each line a JSON object mapped with ``record.normalize_row``;
+unknown fields go to `attrs`. Common shipper spellings are understood when the canonical key is
+absent: `message`/`log` → msg, `timestamp`/`time`/`@timestamp` → ts, `severity` → level. Missing
+required fields get defaults (ts: receive time, host: "unknown", ip: "", source: "ndjson", format:
+"json"). Idempotency key: a line with `offset` (and `source_id`, else `source`) keeps its own key;
+a line without one gets source_id ``ndjson-body:<sha256 of the decoded body, 32 hex>`` and its line
+number (0-based, blank lines counted) as offset — so a shipper retrying the same batch is
+deduplicated, while the same line inside a different batch is a new record. Such body keys are
+remembered for `dedup_body_window` (default 24 h).
+
+Decoding is a pure function of (body, content type, encoding, receive time): WAL replay re-runs it
+and gets exactly the rows the original request produced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..record import FIELDS, LEVELS, REQUIRED, arrow_schema, normalize_level, normalize_row
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+NDJSON = "application/x-ndjson"
+CONTENT_TYPES = {ARROW_STREAM: 1, NDJSON: 2}
+# Also accepted for NDJSON: what generic shippers send.
+_NDJSON_ALIASES = ("application/jsonl", "application/json-lines", "application/jsonlines", "application/json")
+ENCODINGS = {"identity": 0, "gzip": 1, "zstd": 2}
+BODY_KEY_PREFIX = "ndjson-body:"
+_ALIASES = {"msg": ("message", "log"), "ts": ("timestamp", "time", "@timestamp"), "level": ("severity",)}
+_LEVEL_SET = frozenset(LEVELS)
+
+
+class IngestError(Exception):
+    """A request the archive refuses; `status` is the HTTP answer, `reason` the metric label."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+def bad(message: str) -> IngestError:
+    return IngestError(400, "bad_body", message)
+
+
+def content_type_code(header: str | None) -> int:
+    media = (header or "").split(";", 1)[0].strip().lower()
+    if media in CONTENT_TYPES:
+        return CONTENT_TYPES[media]
+    if media in _NDJSON_ALIASES:
+        return CONTENT_TYPES[NDJSON]
+    raise IngestError(415, "unsupported_media_type",
+                      f"Content-Type must be {ARROW_STREAM} or {NDJSON}, got {media or 'none'!r}")
+
+
+def encoding_code(header: str | None) -> int:
+    value = (header or "identity").strip().lower() or "identity"
+    if value not in ENCODINGS:
+        raise IngestError(415, "unsupported_encoding",
+                          f"Content-Encoding must be gzip, zstd or identity, got {value!r}")
+    return ENCODINGS[value]
+
+
+def decompress(body: bytes, encoding: int, limit: int) -> bytes:
+    """The decoded body; 413 when it inflates past `limit` (a zip bomb is refused, not expanded)."""
+    if encoding == 0:
+        data = body
+    elif encoding == 1:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            data = inflater.decompress(body, limit + 1)
+        except zlib.error as exc:
+            raise bad(f"body is not valid gzip: {exc}") from None
+        if len(data) <= limit and not inflater.eof:
+            raise bad("gzip body is truncated")
+    else:
+        try:
+            data = pa.input_stream(pa.py_buffer(body), compression="zstd").read(limit + 1)
+        except (OSError, pa.ArrowException) as exc:
+            raise bad(f"body is not valid zstd: {exc}") from None
+    if len(data) > limit:
+        raise IngestError(413, "too_large", f"decoded body exceeds {limit} bytes")
+    return data
+
+
+def decode(body: bytes, content_type: int, encoding: int, received_ns: int, limit: int) -> pa.Table:
+    """The record table a request body carries (schema: ``record.arrow_schema()``)."""
+    data = decompress(body, encoding, limit)
+    if content_type == CONTENT_TYPES[ARROW_STREAM]:
+        return conform(read_arrow_stream(data))
+    return decode_ndjson(data, received_ns)
+
+
+# --- Arrow ----------------------------------------------------------------------------------------
+
+def read_arrow_stream(data: bytes) -> pa.Table:
+    try:
+        # One thread per request: concurrent requests already use every core.
+        reader = pa.ipc.open_stream(pa.py_buffer(data), options=pa.ipc.IpcReadOptions(use_threads=False))
+        return reader.read_all()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise bad(f"body is not an Arrow IPC stream: {str(exc).splitlines()[0][:200]}") from None
+
+
+def _cast(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    if pa.types.is_dictionary(column.type):
+        column = pc.cast(column, column.type.value_type)
+    if column.type == field.type:
+        return column
+    if pa.types.is_timestamp(column.type) and pa.types.is_timestamp(field.type) and column.type.tz is None:
+        column = pc.cast(column, pa.timestamp(column.type.unit, tz="UTC"))
+    try:
+        return pc.cast(column, field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise bad(f"column {field.name!r}: cannot use {column.type} as {field.type}: "
+                  f"{str(exc).splitlines()[0][:160]}") from None
+
+
+def normalize_levels(level: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Canonical level names, computed on the distinct values only (vectorized)."""
+    distinct = pc.unique(level)
+    if all(value in _LEVEL_SET for value in distinct.to_pylist()):
+        return level
+    mapped = pa.array([normalize_level(value) for value in distinct.to_pylist()], pa.string())
+    return pc.take(mapped, pc.index_in(level, value_set=distinct))
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """`table` with exactly the record schema, or a 400 naming the offending column."""
+    schema = arrow_schema()
+    names = table.column_names
+    if len(set(names)) != len(names):
+        raise bad("duplicate column names in the Arrow schema")
+    unknown = [name for name in names if schema.get_field_index(name) < 0]
+    if unknown:
+        raise bad(f"unknown column(s) {', '.join(map(repr, unknown))}: send extra fields inside 'attrs' (JSON text)")
+    missing = [name for name in FIELDS if name in REQUIRED and name not in names]
+    if missing:
+        raise bad(f"missing required column(s) {', '.join(map(repr, missing))}")
+    columns = []
+    for field in schema:
+        if field.name not in names:
+            columns.append(pa.nulls(table.num_rows, field.type))
+            continue
+        column = _cast(table[field.name], field)
+        if not field.nullable and column.null_count:
+            raise bad(f"column {field.name!r}: {column.null_count} null value(s) in a required column")
+        columns.append(column)
+    columns[FIELDS.index("level")] = normalize_levels(columns[FIELDS.index("level")])
+    out = pa.Table.from_arrays(columns, schema=schema)
+    try:  # offsets in bounds, strings valid UTF-8: a crafted batch must not reach the Parquet writer
+        out.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise bad(f"invalid Arrow data: {str(exc).splitlines()[0][:200]}") from None
+    return out
+
+
+# --- NDJSON ---------------------------------------------------------------------------------------
+
+def _apply_aliases(obj: dict[str, Any]) -> None:
+    for canonical, aliases in _ALIASES.items():
+        if canonical in obj:
+            continue
+        for alias in aliases:
+            if alias in obj:
+                obj[canonical] = obj.pop(alias)
+                break
+
+
+def _has_key(obj: dict[str, Any]) -> bool:
+    offset = obj.get("offset")
+    return (isinstance(offset, int) and not isinstance(offset, bool) and 0 <= offset < 1 << 63
+            and isinstance(obj.get("source_id") or obj.get("source"), str))
+
+
+def decode_ndjson(data: bytes, received_ns: int) -> pa.Table:
+    try:
+        return _decode_ndjson(data, received_ns)
+    except (UnicodeError, pa.ArrowException, OverflowError) as exc:
+        raise bad(f"NDJSON body cannot be stored: {str(exc).splitlines()[0][:200]}") from None
+
+
+def _decode_ndjson(data: bytes, received_ns: int) -> pa.Table:
+    body_key = BODY_KEY_PREFIX + hashlib.sha256(data).hexdigest()[:32]
+    defaults = {"ts": received_ns, "host": "unknown", "ip": "", "source": "ndjson", "format": "json"}
+    rows = []
+    for number, line in enumerate(data.split(b"\n")):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the decoder recurses
+            raise bad(f"line {number + 1}: not a JSON object ({str(exc)[:120]})") from None
+        if not isinstance(obj, dict):
+            raise bad(f"line {number + 1}: expected a JSON object, got {type(obj).__name__}")
+        _apply_aliases(obj)
+        if _has_key(obj):
+            obj.setdefault("source_id", obj.get("source"))
+        else:
+            given = {k: obj.pop(k) for k in ("source_id", "offset") if k in obj}
+            obj["attrs"] = {**_attrs_of(obj), **{f"given_{k}": v for k, v in given.items()}} or None
+            obj["source_id"], obj["offset"] = body_key, number
+        row = normalize_row(obj, defaults)
+        for name in REQUIRED:
+            if row.get(name) is None:
+                row[name] = defaults.get(name, "")
+        rows.append(row)
+    return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in FIELDS}, schema=arrow_schema())
+
+
+def _attrs_of(obj: dict[str, Any]) -> dict[str, Any]:
+    attrs = obj.get("attrs")
+    if isinstance(attrs, dict):
+        return attrs
+    if isinstance(attrs, str):
+        try:
+            parsed = json.loads(attrs)
+        except ValueError:
+            return {"attrs": attrs}
+        return parsed if isinstance(parsed, dict) else {"attrs": attrs}
+    return {} if attrs is None else {"attrs": attrs}

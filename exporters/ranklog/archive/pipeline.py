@@ -1,0 +1,228 @@
+"""The data path: decode → dedup → WAL (group-commit fsync) → ACK, and WAL → Parquet in the background.
+
+Ordering invariant: dedup and the WAL append happen under one lock, so the WAL order is the order
+in which dedup saw the batches, and replaying the WAL through a fresh :class:`DedupIndex` rebuilds
+exactly the same state and the same kept rows. A request whose rows were all duplicates writes
+nothing but still waits until the WAL is durable up to its position (the copy it duplicates may be
+another in-flight request's, not yet fsynced).
+
+Flush (background thread, every `flush_interval` or sooner past `flush_rows`): pending tables →
+one Parquet file per UTC hour, committed through the flush journal together with the WAL sequence
+they cover. A dedup snapshot is written after a flush commits (never before: a snapshot may only
+cover WAL entries already in Parquet), every `snapshot_interval` or after a segment's worth of WAL;
+WAL segments covered by both are deleted.
+
+Start: journals are rolled forward, then the snapshot is loaded and the WAL replayed: entries
+after the snapshot go through dedup; those after the flushed sequence are pending again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from . import journal
+from .config import ArchiveConfig
+from .dedup import DedupIndex
+from .ingest import decode
+from .storage import Storage, temp_name, write_atomic
+from .wal import Wal, WalFailure
+from .writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
+
+log = logging.getLogger("ranklog.archive.pipeline")
+SNAPSHOT = "dedup.arrow"
+
+
+@dataclass
+class IngestResult:
+    accepted: int
+    duplicates: int
+    wal_seq: int
+
+
+@dataclass
+class _Pending:
+    items: list[tuple[int, pa.Table]] = field(default_factory=list)
+    rows: int = 0
+    bytes: int = 0
+    wal_bytes: int = 0
+
+
+class Pipeline:
+    def __init__(self, config: ArchiveConfig, storage: Storage, state_dir: str, metrics) -> None:
+        self.config = config
+        self.storage = storage
+        self.state_dir = state_dir
+        self.metrics = metrics
+        os.makedirs(state_dir, exist_ok=True)
+        self.wal = Wal(os.path.join(state_dir, "wal"), config.wal_segment_size)
+        self.dedup = DedupIndex()
+        self._lock = threading.Lock()
+        self._pending = _Pending()
+        self._flushing_bytes = 0
+        self._flushing_wal_bytes = 0
+        self.flushed_seq = 0
+        self.snapshot_seq = 0
+        self._snapshot_time = time.monotonic()
+        self._snapshot_wal_bytes = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._flush_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self.failure: str | None = None
+
+    # --- start ---------------------------------------------------------------------------------
+    def recover(self) -> None:
+        flush_record = journal.recover(self.storage, self.state_dir)
+        self.flushed_seq = int((flush_record or {}).get("wal_seq", 0))
+        snapshot_path = os.path.join(self.state_dir, SNAPSHOT)
+        if os.path.exists(snapshot_path):
+            with ipc.open_file(snapshot_path) as reader:
+                table = reader.read_all()
+            self.dedup = DedupIndex.restore(table)
+            self.snapshot_seq = int((table.schema.metadata or {}).get(b"wal_seq", b"0"))
+        replayed = 0
+        for entry in self.wal.replay():
+            if entry.seq <= self.snapshot_seq:
+                continue
+            table = decode(entry.body, entry.content_type, entry.encoding, entry.received_ns,
+                           self.config.max_decoded_size)
+            keep = self.dedup.apply(table, entry.received_ns / 1e9)
+            if entry.seq > self.flushed_seq:
+                self._add_pending(entry.seq, table.filter(keep) if not keep.all() else table, len(entry.body))
+                replayed += int(keep.sum())
+        self.wal.open_for_append()
+        log.info("recovered: flushed through WAL seq %d, snapshot at %d, %d record(s) replayed into the "
+                 "flush queue, %d source(s) in the dedup index", self.flushed_seq, self.snapshot_seq, replayed,
+                 len(self.dedup))
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._flush_loop, name="archive-flush", daemon=True)
+        self._thread.start()
+
+    # --- ingest (runs in a worker thread) ------------------------------------------------------
+    def pending_bytes(self) -> int:
+        return self._pending.bytes + self._flushing_bytes
+
+    def ingest(self, body: bytes, content_type: int, encoding: int) -> IngestResult:
+        if self.failure:
+            raise WalFailure(self.failure)
+        received_ns = time.time_ns()
+        table = decode(body, content_type, encoding, received_ns, self.config.max_decoded_size)
+        try:
+            with self._lock:
+                keep = self.dedup.apply(table, received_ns / 1e9)
+                accepted = int(keep.sum())
+                if accepted:
+                    seq = self.wal.append(body, content_type, encoding, received_ns)
+                    self._add_pending(seq, table if accepted == table.num_rows else table.filter(keep), len(body))
+                target = self.wal.last_seq
+            self.wal.sync_to(target)
+        except WalFailure as exc:
+            self.failure = str(exc)
+            log.error("%s; refusing ingest until restart", exc)
+            raise
+        if self._pending.rows >= self.config.flush_rows:
+            self._wake.set()
+        return IngestResult(accepted, table.num_rows - accepted, target)
+
+    def _add_pending(self, seq: int, table: pa.Table, wal_bytes: int) -> None:
+        self._pending.items.append((seq, table))
+        self._pending.rows += table.num_rows
+        self._pending.bytes += table.nbytes
+        self._pending.wal_bytes += wal_bytes
+
+    def unflushed_wal_bytes(self) -> int:
+        """WAL bytes whose records are not in Parquet yet (pending or being written)."""
+        return self._pending.wal_bytes + self._flushing_wal_bytes
+
+    # --- flush (background thread) -------------------------------------------------------------
+    def _flush_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.config.flush_interval)
+            self._wake.clear()
+            try:
+                self.flush()
+            except Exception:
+                log.exception("flush failed; retrying in %.1fs", self.config.flush_interval)
+                self._stop.wait(self.config.flush_interval)
+
+    def flush(self) -> int:
+        """Write everything pending to Parquet; returns the number of rows written."""
+        with self._flush_lock:
+            with self._lock:
+                pending, self._pending = self._pending, _Pending()
+                self._flushing_bytes, self._flushing_wal_bytes = pending.bytes, pending.wal_bytes
+                seq_hi = pending.items[-1][0] if pending.items else self.flushed_seq
+                snapshot = self._snapshot_if_due() if pending.items or self.snapshot_seq < seq_hi else None
+            try:
+                if pending.items:
+                    self._write(pending, seq_hi)
+            except Exception:
+                with self._lock:  # keep the rows: they are ACKed and must reach Parquet
+                    restored = _Pending(pending.items + self._pending.items, pending.rows + self._pending.rows,
+                                        pending.bytes + self._pending.bytes, pending.wal_bytes + self._pending.wal_bytes)
+                    self._pending, self._flushing_bytes, self._flushing_wal_bytes = restored, 0, 0
+                raise
+            self._flushing_bytes = self._flushing_wal_bytes = 0
+            if snapshot is not None:
+                self._write_snapshot(snapshot, seq_hi)
+            self.wal.drop_through(min(self.flushed_seq, self.snapshot_seq))
+            self.metrics.archive_wal_bytes.set(self.unflushed_wal_bytes())
+            return pending.rows
+
+    def _snapshot_if_due(self) -> pa.Table | None:
+        wal_bytes = self.wal.size_bytes()
+        due = (time.monotonic() - self._snapshot_time >= self.config.snapshot_interval
+               or wal_bytes - self._snapshot_wal_bytes >= self.config.wal_segment_size or self._stop.is_set())
+        if not due:
+            return None
+        now = time.time()
+        self.dedup.settle(now, self.config.dedup_settle, self.config.retention.longest(),
+                          self.config.dedup_body_window)
+        self.metrics.archive_dedup_sources.set(len(self.dedup))
+        return self.dedup.snapshot()
+
+    def _write(self, pending: _Pending, seq_hi: int) -> None:
+        started = time.perf_counter()
+        table = pa.concat_tables([table for _, table in pending.items])
+        files: list[tuple[str, str]] = []
+        for hour, rows in split_by_hour(table):
+            final = self.storage.new_file_path(hour)
+            temp = temp_name(final)
+            write_parquet(self.storage, rows, temp, FLUSH_ZSTD_LEVEL)
+            files.append((temp, final))
+        journal.commit(self.storage, os.path.join(self.state_dir, journal.FLUSH_JOURNAL), files, wal_seq=seq_hi)
+        self.flushed_seq = seq_hi
+        self.metrics.archive_flush_seconds.observe(time.perf_counter() - started)
+        log.debug("flushed %d row(s) into %d file(s) through WAL seq %d", table.num_rows, len(files), seq_hi)
+
+    def _write_snapshot(self, snapshot: pa.Table, seq: int) -> None:
+        snapshot = snapshot.replace_schema_metadata({"wal_seq": str(seq)})
+        sink = pa.BufferOutputStream()
+        with ipc.new_file(sink, snapshot.schema) as writer:
+            writer.write_table(snapshot)
+        write_atomic(os.path.join(self.state_dir, SNAPSHOT), sink.getvalue().to_pybytes())
+        self.snapshot_seq = seq
+        self._snapshot_time = time.monotonic()
+        self._snapshot_wal_bytes = self.wal.size_bytes()
+
+    # --- stop ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Final flush and snapshot, so a clean restart replays nothing."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        if self.failure is None:
+            try:
+                self.flush()
+            except Exception:
+                log.exception("final flush failed; the WAL keeps the data for the next start")
+        self.wal.close()

@@ -1,0 +1,223 @@
+"""``GET/POST /v1/query``: the archive answers queries over its own root, streaming the result.
+
+- Auth: the archive's own bearer-token check (``app.authorize``: same tokens, same 401, counted in
+  ``ranklog_archive_rejected_requests_total``). Mounted as ``query_api.query`` in ``app.routes()``;
+  :func:`query_route` serves a bare root without the ingest side.
+- ``POST`` takes JSON ``{"spec": QuerySpec.to_dict(), "columns": [...], "format": "arrow"|"ndjson",
+  "count": false}``; ``GET`` takes the CLI's filter names as query parameters (``?level=ERROR&host=a
+  &rank=0-7&since=2h&columns=ts,msg&format=ndjson``) so ``curl`` works.
+- The answer streams as Arrow IPC (``application/vnd.apache.arrow.stream``, the CLI's choice) or
+  NDJSON (``application/x-ndjson``, GET's default), batch by batch from the engine, so neither side
+  holds the result in memory. ``{"count": true}`` answers ``{"count": N}``.
+- Server-side limits (:class:`QueryLimits`): at most ``max_rows`` rows per answer (the header
+  ``X-Ranklog-Row-Limit`` tells the client, which warns when it hits it) and ``max_concurrent``
+  queries at once (429 with ``Retry-After`` beyond that), so queries cannot starve ingest.
+- Errors found before the first byte (bad filter, bad regex) are a 400 with ``{"error": …}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..errors import UserError
+from ..query import engine
+from ..query.filters import QuerySpec, spec_from_args
+from ..query.outputs import json_lines
+from ..query.remote import ARROW_STREAM, ROW_LIMIT_HEADER
+from ..query.sources import ArchiveSource
+from ..record import arrow_schema
+
+NDJSON = "application/x-ndjson"
+_GET_LISTS = ("levels", "host", "ip", "pid", "rank", "job", "trace_id", "logger", "attr")
+_GET_SCALARS = ("start", "end", "since", "level", "step_min", "step_max", "contains", "regex", "limit", "sort")
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    max_rows: int = 1_000_000
+    max_concurrent: int = 4
+
+
+def _spec_from_params(request: Request) -> tuple[QuerySpec, list[str] | None, str, bool]:
+    params = request.query_params
+    unknown = set(params) - set(_GET_LISTS) - set(_GET_SCALARS) - {"columns", "format", "count", "ignore_case"}
+    if unknown:
+        raise UserError(f"unknown query parameter(s): {', '.join(sorted(unknown))}")
+    values: dict[str, Any] = {name: params.getlist(name) or None for name in _GET_LISTS}
+    values.update({name: params.get(name) for name in _GET_SCALARS})
+    values["ignore_case"] = params.get("ignore_case", "").lower() in ("1", "true", "yes")
+    spec = spec_from_args(argparse.Namespace(**values))
+    columns = [c for c in params.get("columns", "").split(",") if c] or None
+    return spec, columns, params.get("format", "ndjson"), params.get("count", "").lower() in ("1", "true", "yes")
+
+
+async def _spec_from_body(request: Request) -> tuple[QuerySpec, list[str] | None, str, bool]:
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        raise UserError("the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise UserError("the body must be a JSON object")
+    spec = QuerySpec.from_dict({} if body.get("spec") is None else body["spec"])
+    columns = body.get("columns")
+    if columns is not None and not (isinstance(columns, list) and all(isinstance(c, str) for c in columns)):
+        raise UserError("columns: expected a list of column names")
+    return spec, columns, str(body.get("format", "arrow")), bool(body.get("count", False))
+
+
+class _Chunks:
+    """A write-only file collecting what the Arrow IPC writer produces, drained after each batch."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def drain(self) -> bytes:
+        out = b"".join(self.parts)
+        self.parts.clear()
+        return out
+
+
+def _arrow_bytes(first: Any, rest: Iterator[Any], schema: Any) -> Iterator[bytes]:
+    import pyarrow as pa
+
+    sink = _Chunks()
+    writer = pa.ipc.new_stream(sink, schema)
+    for batch in ([first] if first is not None else []):
+        writer.write_batch(batch)
+    yield sink.drain()
+    for batch in rest:
+        writer.write_batch(batch)
+        yield sink.drain()
+    writer.close()
+    yield sink.drain()
+
+
+def _ndjson_bytes(first: Any, rest: Iterator[Any]) -> Iterator[bytes]:
+    for batch in ([first] if first is not None else []):
+        yield ("\n".join(json_lines(batch).to_pylist()) + "\n").encode()
+    for batch in rest:
+        if batch.num_rows:
+            yield ("\n".join(json_lines(batch).to_pylist()) + "\n").encode()
+
+
+class QueryEndpoint:
+    """The ``/v1/query`` handler over the archive at ``root(request)``, with its own concurrency slots."""
+
+    def __init__(self, root: Callable[[Request], str], authorize: Callable[[Request], Response | None],
+                 limits: QueryLimits | None = None) -> None:
+        self.root = root
+        self.authorize = authorize
+        self.limits = limits or QueryLimits()
+        self._slots = threading.BoundedSemaphore(self.limits.max_concurrent)
+
+    async def handle(self, request: Request) -> Response:
+        import pyarrow as pa
+
+        denied = self.authorize(request)
+        if denied is not None:
+            return denied
+        try:
+            if request.method == "GET":
+                spec, columns, fmt, count_only = _spec_from_params(request)
+            else:
+                spec, columns, fmt, count_only = await _spec_from_body(request)
+            if fmt not in ("arrow", "ndjson"):
+                raise UserError(f"format must be arrow or ndjson, not {fmt!r}")
+            selected = engine.check_columns(columns)
+        except UserError as exc:
+            return _error(400, str(exc))
+        if not self._slots.acquire(blocking=False):
+            return _error(429, f"too many queries running (limit {self.limits.max_concurrent})", **{"Retry-After": "1"})
+        released = threading.Event()
+
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                self._slots.release()
+
+        try:
+            source = await run_in_threadpool(ArchiveSource.open, self.root(request))
+            if count_only:
+                total = await run_in_threadpool(engine.count, source, spec)
+                release()
+                return JSONResponse({"count": total})
+            cap = self.limits.max_rows
+            capped = dataclasses.replace(spec, limit=min(spec.limit if spec.limit is not None else cap, cap))
+            batches = engine.scan(source, capped, selected)
+            first = await run_in_threadpool(next, batches, None)
+        except UserError as exc:
+            release()
+            return _error(400, str(exc))
+        except pa.ArrowInvalid as exc:  # a filter Arrow cannot evaluate (e.g. a host glob RE2 rejects)
+            release()
+            return _error(400, f"bad query: {str(exc).splitlines()[0]}")
+        except BaseException:
+            release()
+            raise
+        schema = pa.schema([arrow_schema().field(name) for name in selected])
+
+        def body() -> Iterator[bytes]:
+            try:
+                if fmt == "arrow":
+                    yield from _arrow_bytes(first, batches, schema)
+                else:
+                    yield from _ndjson_bytes(first, batches)
+            finally:
+                batches.close()
+                release()
+
+        headers = {ROW_LIMIT_HEADER: str(self.limits.max_rows)}
+        return StreamingResponse(body(), media_type=ARROW_STREAM if fmt == "arrow" else NDJSON, headers=headers)
+
+
+def _error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _archive_authorize(request: Request) -> Response | None:
+    from .app import authorize  # the archive's own check: same 401, counted in its metrics
+
+    return authorize(request)
+
+
+def _archive_root(request: Request) -> str:
+    return request.app.state.root
+
+
+# The endpoint the archive service mounts: ``Route("/v1/query", query_api.query, methods=["GET", "POST"])``.
+# (a bound method: Starlette treats a callable object as a raw ASGI app, a method as a request handler)
+query = QueryEndpoint(_archive_root, _archive_authorize).handle
+
+
+def query_route(root: str, authorized: Callable[[Request], bool], limits: QueryLimits | None = None,
+                path: str = "/v1/query") -> Route:
+    """A standalone ``/v1/query`` route over `root` (tools and tests without the ingest side)."""
+
+    def authorize(request: Request) -> Response | None:
+        if authorized(request):
+            return None
+        return _error(401, "missing or invalid bearer token", **{"WWW-Authenticate": "Bearer"})
+
+    return Route(path, QueryEndpoint(lambda _: root, authorize, limits).handle, methods=["GET", "POST"])

@@ -1,0 +1,101 @@
+"""`ranklog archive`: wire storage, WAL, pipeline, maintenance and the HTTP app, and serve.
+
+The listener comes up at once (so /healthz answers during a long WAL replay); /readyz and ingest
+say 503 until recovery is done. One instance owns a state directory at a time (an flock on
+``<state>/lock``, released by the kernel even after kill -9). SIGTERM/SIGINT stop accepting
+requests, let in-flight ones finish, flush the WAL to Parquet and write a dedup snapshot, so a
+clean restart replays nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+
+import uvicorn
+
+from ..errors import UserError
+from ..metrics import create
+from .app import ArchiveState, create_app
+from .auth import TokenStore
+from .config import ArchiveConfig
+from .maintenance import Maintenance
+from .pipeline import Pipeline
+from .storage import Clock, DiskProbe, Storage
+
+log = logging.getLogger("ranklog.archive")
+
+
+def state_directory(config: ArchiveConfig, storage: Storage) -> str:
+    if config.state_dir:
+        return os.path.abspath(config.state_dir)
+    return os.path.join(storage.base, "_ranklog", config.archive_id)
+
+
+def _lock_state_dir(state_dir: str) -> int:
+    os.makedirs(state_dir, exist_ok=True)
+    fd = os.open(os.path.join(state_dir, "lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UserError(f"another archive instance is using {state_dir} (give each instance its own "
+                        "archive_id or state_dir)") from None
+    return fd
+
+
+def run(config: ArchiveConfig) -> int:
+    logging.basicConfig(level=config.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    storage = Storage(config.root, config.archive_id)
+    state_dir = state_directory(config, storage)
+    lock_fd = _lock_state_dir(state_dir)
+    try:
+        tokens = TokenStore(config.token_file)
+    except OSError as exc:
+        raise UserError(str(exc)) from None
+    metrics = create("archive")
+    disk = DiskProbe(storage.local_base, config.free_space_file)
+    pipeline = Pipeline(config, storage, state_dir, metrics)
+    maintenance = Maintenance(config, storage, state_dir, metrics, Clock(config.clock_file), disk)
+    state = ArchiveState(config, storage, pipeline, tokens, metrics, disk)
+
+    def recover() -> None:
+        try:
+            pipeline.recover()
+        except Exception as exc:
+            log.exception("recovery failed")
+            pipeline.failure = f"recovery failed: {exc}"
+            return
+        pipeline.start()
+        maintenance.start()
+        state.ready = True
+        log.info("archive %s ready (root %s, state %s)", config.archive_id, config.root, state_dir)
+
+    recovery = threading.Thread(target=recover, name="archive-recovery", daemon=True)
+    recovery.start()
+    host, port = config.listen_address()
+    server = uvicorn.Server(uvicorn.Config(
+        create_app(state), host=host, port=port, log_config=None, access_log=False, loop="uvloop",
+        http="httptools", lifespan="off", timeout_graceful_shutdown=10, server_header=False,
+        ssl_certfile=config.tls_cert or None, ssl_keyfile=config.tls_key or None,
+    ))
+    # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers in
+    # place that lands here instead of killing the process before the final flush below.
+    stopped_by: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda number, frame: stopped_by.append(number))
+    try:
+        server.run()
+    finally:
+        recovery.join()
+        maintenance.stop()
+        if state.ready:
+            pipeline.close()
+        os.close(lock_fd)
+    log.info("archive %s stopped%s", config.archive_id, " (signal)" if stopped_by else "")
+    return 0 if server.started else 1

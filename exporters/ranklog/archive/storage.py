@@ -1,0 +1,220 @@
+"""Where Parquet files live: a pyarrow filesystem, the hive layout, file naming, disk space, the clock.
+
+All file operations go through ``pyarrow.fs`` so a local directory is the default and object
+storage (``s3://bucket/prefix``) is a config change. On a local filesystem files and directory
+entries are fsynced, so a renamed file survives power loss; object stores make a finished PUT
+durable on their own.
+
+Layout: ``<root>/date=YYYY-MM-DD/hour=HH/<archive-id>-<seq>.parquet`` (UTC hour of `ts`). `seq` is
+microseconds since the epoch at creation, made strictly increasing within a process, so names
+sort by age and never collide within an instance. Temporary files are written next to their final
+name as ``.<name>.tmp``: pyarrow.dataset ignores dot-files and ``*.parquet`` globs (DuckDB, Spark)
+do not match them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pyarrow.fs as pafs
+
+HOUR_NS = 3600 * 1_000_000_000
+_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    path: str  # filesystem path (no scheme)
+    size: int
+    hour_start: float  # epoch seconds of the partition's hour
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+def partition_dir(hour_index: int) -> str:
+    """`date=YYYY-MM-DD/hour=HH` for an hour counted since the epoch."""
+    moment = datetime.fromtimestamp(hour_index * 3600, tz=timezone.utc)
+    return moment.strftime("date=%Y-%m-%d/hour=%H")
+
+
+def partition_start(directory: str) -> float | None:
+    """Epoch seconds of the hour a `…/date=…/hour=…` directory holds, or None."""
+    match = _PARTITION.search(directory.rstrip("/"))
+    if not match:
+        return None
+    moment = datetime.strptime(f"{match.group(1)} {match.group(2)}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def temp_name(final_path: str) -> str:
+    directory, _, name = final_path.rpartition("/")
+    return f"{directory}/.{name}.tmp"
+
+
+class Storage:
+    """The archive root seen through pyarrow.fs, with this instance's naming rules."""
+
+    def __init__(self, root: str, archive_id: str) -> None:
+        if "://" in root:
+            self.fs, self.base = pafs.FileSystem.from_uri(root)
+            self.local_base: str | None = None
+        else:
+            self.base = os.path.abspath(root)
+            self.fs = pafs.LocalFileSystem()
+            self.local_base = self.base
+            os.makedirs(self.base, exist_ok=True)
+        self.base = self.base.rstrip("/")
+        self.archive_id = archive_id
+        self._own = re.compile(rf"^{re.escape(archive_id)}-(\d+)\.parquet$")
+        self._own_temp = re.compile(rf"^\.{re.escape(archive_id)}-(\d+)\.parquet\.tmp$")
+        self._seq_lock = threading.Lock()
+        self._last_seq = 0
+
+    # --- naming --------------------------------------------------------------------------------
+    def next_seq(self) -> int:
+        with self._seq_lock:
+            self._last_seq = max(self._last_seq + 1, time.time_ns() // 1000)
+            return self._last_seq
+
+    def new_file_path(self, hour_index: int) -> str:
+        return f"{self.base}/{partition_dir(hour_index)}/{self.archive_id}-{self.next_seq()}.parquet"
+
+    def is_own(self, name: str) -> bool:
+        return bool(self._own.match(name))
+
+    def is_own_temp(self, name: str) -> bool:
+        return bool(self._own_temp.match(name))
+
+    # --- listing -------------------------------------------------------------------------------
+    def list_files(self, own_only: bool = True) -> list[StoredFile]:
+        """Parquet files in hive partitions (this instance's, or everyone's)."""
+        selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
+        out = []
+        for info in self.fs.get_file_info(selector):
+            if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
+                continue
+            directory, _, name = info.path.rpartition("/")
+            if name.startswith((".", "_")) or (own_only and not self.is_own(name)):
+                continue
+            start = partition_start(directory)
+            if start is not None:
+                out.append(StoredFile(info.path, info.size or 0, start))
+        return sorted(out, key=lambda f: (f.hour_start, f.name))
+
+    def list_own_temps(self) -> list[str]:
+        selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
+        return [info.path for info in self.fs.get_file_info(selector)
+                if info.type == pafs.FileType.File and self.is_own_temp(info.path.rpartition("/")[2])]
+
+    def exists(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type == pafs.FileType.File
+
+    # --- durable file operations ---------------------------------------------------------------
+    def make_parent(self, path: str) -> None:
+        self.fs.create_dir(path.rpartition("/")[0], recursive=True)
+
+    def sync_file(self, path: str) -> None:
+        if self.local_base is not None:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def sync_dir(self, path: str) -> None:
+        if self.local_base is not None:
+            sync_directory(path)
+
+    def rename(self, source: str, target: str) -> None:
+        self.fs.move(source, target)
+        self.sync_dir(target.rpartition("/")[0])
+
+    def delete(self, path: str) -> None:
+        try:
+            self.fs.delete_file(path)
+        except FileNotFoundError:
+            return
+        self.sync_dir(path.rpartition("/")[0])
+
+    def remove_empty_partitions(self) -> None:
+        """Drop `hour=`/`date=` directories left empty by retention (local roots only)."""
+        if self.local_base is None:
+            return
+        for dirpath, dirnames, filenames in os.walk(self.local_base, topdown=False):
+            if dirpath != self.local_base and not dirnames and not filenames and "=" in os.path.basename(dirpath):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    continue
+
+
+def sync_directory(path: str) -> None:
+    """fsync a directory so a rename or unlink inside it is durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace a local file atomically and durably (temp + fsync + rename + directory fsync)."""
+    temp = f"{path}.tmp"
+    with open(temp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    sync_directory(os.path.dirname(path) or ".")
+
+
+class DiskProbe:
+    """Free bytes where the archive writes: statvfs, or a number read from `override_file` (tests)."""
+
+    def __init__(self, path: str | None, override_file: str = "", cache_seconds: float = 1.0) -> None:
+        self.path = path
+        self.override_file = override_file
+        self.cache_seconds = cache_seconds
+        self._cached: tuple[float, int | None] = (-1e9, None)
+
+    def free_bytes(self) -> int | None:
+        now = time.monotonic()
+        if now - self._cached[0] < self.cache_seconds:
+            return self._cached[1]
+        value: int | None
+        if self.override_file:
+            try:
+                with open(self.override_file) as handle:
+                    value = int(float(handle.read().strip()))
+            except (OSError, ValueError):
+                value = None
+        elif self.path is not None:
+            value = shutil.disk_usage(self.path).free
+        else:
+            value = None  # object storage: no meaningful free-space figure
+        self._cached = (now, value)
+        return value
+
+
+class Clock:
+    """Wall-clock seconds, or the number in `override_file` (tests inject time for retention)."""
+
+    def __init__(self, override_file: str = "") -> None:
+        self.override_file = override_file
+
+    def now(self) -> float:
+        if self.override_file:
+            try:
+                with open(self.override_file) as handle:
+                    return float(handle.read().strip())
+            except (OSError, ValueError):
+                return time.time()
+        return time.time()

@@ -1,0 +1,222 @@
+"""Compaction and retention on real files and real processes, including kill -9 mid-compaction."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+
+import httpx
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from ranklog.archive import journal
+from ranklog.archive.compaction import plan
+from ranklog.archive.storage import HOUR_NS, Storage, temp_name, write_atomic
+from ranklog.archive.writer import SORT_KEYS, write_parquet
+from ranklog.record import arrow_schema, rows_to_table
+from tests.helpers.archive_proc import read_archive
+
+from .conftest import PAST_NS
+from .util import by_key, metric, post_table, wait_rows
+
+DAY = 86400
+
+
+def _hour_files(root, hour_ns: int = PAST_NS) -> list:
+    from ranklog.archive.storage import partition_dir
+
+    return sorted((root / partition_dir(hour_ns // HOUR_NS)).glob("*.parquet"))
+
+
+def _ingest_as_small_files(archive, table: pa.Table, batches: int) -> None:
+    size = -(-table.num_rows // batches)
+    for start in range(0, table.num_rows, size):
+        post_table(archive, table.slice(start, size))
+        expected = min(start + size, table.num_rows)
+        assert wait_rows(archive.root, expected).num_rows == expected  # one flush (file) per batch
+
+
+@pytest.mark.slow
+def test_closed_hours_are_compacted_into_one_sorted_file(start_archive):
+    from tests.helpers.corpus import generate
+
+    table = generate(6000, start_ns=PAST_NS, span_s=3000, hosts=2, ranks_per_host=4, seed=11)
+    archive = start_archive("--flush-interval", "100ms", "--compaction-delay", "100d")
+    _ingest_as_small_files(archive, table, 4)
+    assert len(_hour_files(archive.root)) == 4
+    archive.stop()
+    archive.extra_args = ("--archive-id", "t1", "--compaction-delay", "0s", "--compaction-interval", "200ms")
+    archive.start()
+    deadline = time.monotonic() + 20
+    while len(_hour_files(archive.root)) != 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    files = _hour_files(archive.root)
+    assert len(files) == 1
+    merged = pq.read_table(files[0])
+    order = merged.select(list(SORT_KEYS)).to_pylist()
+    assert order == sorted(order, key=lambda row: tuple(row[k] for k in SORT_KEYS))
+    assert by_key(read_archive(archive.root)).equals(by_key(table))
+    assert metric(archive, "ranklog_archive_compactions_total") == 1
+    assert not (archive.root / "_ranklog" / "t1" / journal.REPLACE_JOURNAL).exists()
+
+
+def _kill_when(archive, appears, timeout: float = 20.0) -> bool:
+    """SIGKILL the archive as soon as `appears()` is true (or at the timeout); True when it was seen."""
+    deadline = time.monotonic() + timeout
+    seen = False
+    while time.monotonic() < deadline and not seen:
+        seen = appears()
+        if not seen:
+            time.sleep(0.002)
+    archive.stop(signal.SIGKILL)
+    return seen
+
+
+@pytest.mark.slow
+def test_kill_9_during_compaction_loses_and_duplicates_nothing(start_archive):
+    from tests.helpers.corpus import generate
+
+    table = generate(30_000, start_ns=PAST_NS, span_s=3000, hosts=4, ranks_per_host=8, seed=12)
+    archive = start_archive("--flush-interval", "100ms", "--compaction-delay", "100d")
+    _ingest_as_small_files(archive, table, 6)
+    state = archive.root / "_ranklog" / "t1"
+    quiet = ("--archive-id", "t1", "--compaction-delay", "100d")
+    compacting = ("--archive-id", "t1", "--compaction-delay", "0s", "--compaction-interval", "100ms")
+    # Kill while the merged file is being written (uncommitted: rolled back), then right after the
+    # journal commit (rolled forward), then at a random moment.
+    triggers = [lambda: bool(list(archive.root.glob("date=*/hour=*/.t1-*.parquet.tmp"))),
+                lambda: (state / journal.REPLACE_JOURNAL).exists(),
+                lambda: time.sleep(random.Random(5).uniform(0, 1.5)) or True]
+    caught = []
+    for trigger in triggers:
+        archive.stop()
+        archive.extra_args = compacting
+        archive.start()
+        caught.append(_kill_when(archive, trigger))
+        archive.extra_args = quiet
+        archive.start()  # recovery only: rolls the journal forward or drops the uncommitted output
+        stored = read_archive(archive.root)
+        assert stored.num_rows == table.num_rows
+        assert by_key(stored).equals(by_key(table))
+        assert not list(archive.root.glob("date=*/hour=*/.*.tmp"))
+        assert not (state / journal.REPLACE_JOURNAL).exists()
+    assert caught[0], "never saw the compaction output being written"
+    # Finally let it finish: one file per hour, same rows.
+    archive.stop()
+    archive.extra_args = compacting
+    archive.start()
+    deadline = time.monotonic() + 30
+    while len(_hour_files(archive.root)) != 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_hour_files(archive.root)) == 1
+    assert by_key(read_archive(archive.root)).equals(by_key(table))
+
+
+def _small_table(rows: list[tuple[int, str, int]]) -> pa.Table:
+    """Records (ts ns, level, offset) of one source."""
+    return rows_to_table([{"ts": ts, "level": level, "msg": f"m{offset}", "host": "h1", "ip": "10.0.0.1",
+                           "source": "/x", "source_id": "sid", "offset": offset, "format": "text"}
+                          for ts, level, offset in rows])
+
+
+def test_journal_recovery_at_every_crash_point(tmp_path):
+    storage = Storage(str(tmp_path / "root"), "t1")
+    state = tmp_path / "state"
+    state.mkdir()
+    hour = PAST_NS // HOUR_NS
+    inputs = []
+    for offset in range(3):
+        path = storage.new_file_path(hour)
+        write_parquet(storage, _small_table([(PAST_NS + offset, "INFO", offset)]), path)
+        inputs.append(path)
+    merged = _small_table([(PAST_NS + offset, "INFO", offset) for offset in range(3)])
+    journal_path = str(state / journal.REPLACE_JOURNAL)
+
+    def visible_offsets() -> list[int]:
+        table = read_archive(tmp_path / "root")
+        return sorted(table["offset"].to_pylist())
+
+    # Crash 1: output written, journal not committed → output dropped, inputs stay.
+    final = storage.new_file_path(hour)
+    write_parquet(storage, merged, temp_name(final))
+    journal.recover(storage, str(state))
+    assert not storage.exists(temp_name(final)) and all(storage.exists(p) for p in inputs)
+    assert visible_offsets() == [0, 1, 2]
+    # Crash 2: journal committed, nothing renamed → rolled forward.
+    write_parquet(storage, merged, temp_name(final))
+    write_atomic(journal_path, json.dumps({"files": [[temp_name(final), final]], "inputs": inputs}).encode())
+    journal.recover(storage, str(state))
+    assert storage.exists(final) and not any(storage.exists(p) for p in inputs)
+    assert visible_offsets() == [0, 1, 2]
+    assert journal.read(journal_path) is None
+    # Crash 3: renamed and one input deleted, the rest not → finished, still exactly once.
+    second = storage.new_file_path(hour)
+    write_parquet(storage, merged, temp_name(second))
+    write_atomic(journal_path, json.dumps({"files": [[temp_name(second), second]], "inputs": [final]}).encode())
+    storage.rename(temp_name(second), second)
+    journal.recover(storage, str(state))
+    assert visible_offsets() == [0, 1, 2]
+
+
+def test_compaction_plan_groups_small_files_of_closed_hours():
+    from ranklog.archive.storage import StoredFile
+
+    now = PAST_NS / 1e9 + 5 * 3600
+    closed, open_ = PAST_NS / 1e9, now - 600
+    files = [StoredFile(f"/r/a{i}.parquet", 40, closed) for i in range(5)]
+    files += [StoredFile("/r/big.parquet", 900, closed), StoredFile("/r/o1.parquet", 10, open_),
+              StoredFile("/r/o2.parquet", 10, open_)]
+    groups = plan(files, now, delay=600, target=100)
+    assert [[f.path for f in g] for g in groups] == [["/r/a0.parquet", "/r/a1.parquet"],
+                                                      ["/r/a2.parquet", "/r/a3.parquet"]]
+
+
+@pytest.mark.slow
+def test_retention_tiers_with_an_injected_clock(start_archive, tmp_path):
+    now = time.time()
+    clock = tmp_path / "clock"
+    clock.write_text(str(now))
+
+    def ago(days: float) -> int:
+        return int((now - days * DAY) // 3600 * 3600 * 1e9) + 5 * 10**9  # inside an hour
+
+    rows = [(ago(1), "DEBUG", 1), (ago(5), "DEBUG", 2), (ago(5) + 1, "INFO", 3), (ago(40), "INFO", 4),
+            (ago(40) + 1, "ERROR", 5), (ago(5) + 2, "ERROR", 6), (ago(100), "ERROR", 7), (ago(40) + 2, "DEBUG", 8)]
+    archive = start_archive("--flush-interval", "100ms", "--clock-file", str(clock), "--retention-interval", "500ms",
+                            "--retention-levels", "DEBUG=3d,ERROR=90d")
+    post_table(archive, _small_table(rows))
+
+    def offsets_eventually(expected: list[int]) -> None:
+        deadline = time.monotonic() + 20
+        got = None
+        while time.monotonic() < deadline:
+            try:
+                got = sorted(read_archive(archive.root)["offset"].to_pylist())
+            except FileNotFoundError:  # listed, then replaced by retention before it was read
+                got = None
+            if got == expected:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"kept {got}, expected {expected}")
+
+    # Now: DEBUG keeps 3 d, INFO (default) 30 d, ERROR 90 d.
+    offsets_eventually([1, 3, 5, 6])
+    assert metric(archive, "ranklog_archive_retention_deleted_files_total", 'level="DEBUG"') >= 1
+    assert metric(archive, "ranklog_archive_retention_last_run_timestamp_seconds") == pytest.approx(now, abs=1)
+    oldest_before = metric(archive, "ranklog_archive_oldest_partition_timestamp_seconds")
+    # 60 days later only the 5-day-old ERROR is young enough (65 d < 90 d).
+    clock.write_text(str(now + 60 * DAY))
+    offsets_eventually([6])
+    deadline = time.monotonic() + 20
+    while metric(archive, "ranklog_archive_oldest_partition_timestamp_seconds") == oldest_before:
+        assert time.monotonic() < deadline, "oldest partition metric did not move"
+        time.sleep(0.2)
+    assert metric(archive, "ranklog_archive_oldest_partition_timestamp_seconds") == ago(5) // 10**9 // 3600 * 3600
+    assert not list(archive.root.glob("date=*/hour=*/.*.tmp"))
+    assert httpx.get(f"{archive.url}/readyz").status_code == 200
+    assert pc.all(pc.is_in(read_archive(archive.root)["level"], value_set=pa.array(["ERROR"]))).as_py()
+    assert arrow_schema().field("ts").type == read_archive(archive.root).schema.field("ts").type

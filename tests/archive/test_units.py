@@ -1,0 +1,102 @@
+"""In-process checks of the pieces with many cases: dedup against a model, WAL framing, config."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ranklog.archive.config import ArchiveConfig
+from ranklog.archive.dedup import DedupIndex
+from ranklog.archive.wal import HEADER_SIZE, Wal
+from ranklog.config import load_config
+from ranklog.errors import ConfigError
+
+# A batch: runs (source, first offset, count, step), at most one run per source (what an agent sends).
+_batch = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 300), st.integers(1, 20), st.integers(1, 7)),
+                  min_size=1, max_size=3, unique_by=lambda run: run[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_batch, min_size=1, max_size=12), st.integers(0, 2**31))
+def test_dedup_matches_a_set_of_keys(batches, seed):
+    """Re-sends, overlaps, out-of-order and shuffled batches: kept rows are exactly the unseen keys.
+
+    Agents ship every line of a source between a batch's first and last offset, so a model batch is
+    a contiguous run of one source's line offsets (lines are `step` bytes apart per source).
+    """
+    rng = np.random.default_rng(seed)
+    index, seen = DedupIndex(), set()
+    steps: dict[str, int] = {}
+    for batch in batches:
+        keys = []
+        for source, first, count, step in batch:
+            step = steps.setdefault(source, step)  # one line length per source keeps offsets consistent
+            keys += [(source, (first // step + i) * step) for i in range(count)]
+        rng.shuffle(keys)
+        table = pa.table({"source_id": [k[0] for k in keys], "offset": pa.array([k[1] for k in keys], pa.int64())})
+        keep = index.apply(table, now=0.0)
+        expected, fresh = [], set()
+        for key in keys:
+            expected.append(key not in seen and key not in fresh)
+            fresh.add(key)
+        assert keep.tolist() == expected
+        seen |= fresh
+    restored = DedupIndex.restore(index.snapshot())
+    probe = pa.table({"source_id": [k[0] for k in sorted(seen)], "offset": pa.array([k[1] for k in sorted(seen)],
+                                                                                  pa.int64())})
+    assert not restored.apply(probe, now=0.0).any()
+
+
+def test_dedup_settles_old_gaps_and_forgets_idle_sources():
+    index = DedupIndex()
+    for start in (0, 100, 200):
+        index.apply(pa.table({"source_id": ["s"] * 2, "offset": pa.array([start, start + 10], pa.int64())}), now=1.0)
+    index.apply(pa.table({"source_id": ["ndjson-body:x"], "offset": pa.array([0], pa.int64())}), now=1.0)
+    assert index.range_count() == 4
+    index.settle(now=5000.0, settle_seconds=3600, ttl_seconds=10**6, body_ttl_seconds=100)
+    assert index.range_count() == 1 and len(index) == 1  # one merged range; the body key expired
+    index.settle(now=2 * 10**6, settle_seconds=3600, ttl_seconds=10**6, body_ttl_seconds=100)
+    assert len(index) == 0
+
+
+def test_wal_replay_cuts_a_torn_tail_and_keeps_order(tmp_path):
+    wal = Wal(str(tmp_path / "wal"), segment_size=200)
+    wal.open_for_append()
+    for number in range(5):
+        seq = wal.append(bytes([number]) * 100, 1, 0, number)
+        wal.sync_to(seq)
+    wal.close()
+    segments = wal.segments()
+    assert len(segments) >= 2  # rotated at 200 bytes
+    last = os.path.join(wal.directory, segments[-1])
+    with open(last, "ab") as handle:
+        handle.write(b"RLW1" + b"\x00" * (HEADER_SIZE - 4))  # header of an entry whose body never landed
+    replayed = Wal(str(tmp_path / "wal"), segment_size=200)
+    entries = list(replayed.replay())
+    assert [e.seq for e in entries] == [1, 2, 3, 4, 5]
+    assert [e.body[0] for e in entries] == [0, 1, 2, 3, 4] and entries[2].received_ns == 2
+    assert os.path.getsize(last) % (HEADER_SIZE + 100) == 0
+    replayed.open_for_append()
+    assert replayed.append(b"x", 2, 1, 9) == 6
+    replayed.close()
+    assert Wal(str(tmp_path / "wal"), 200).drop_through(3) >= 1
+
+
+def test_config_fails_fast_naming_the_key(tmp_path):
+    base = {"root": str(tmp_path), "token_file": "t"}
+    config = load_config(ArchiveConfig, overrides={**base, "retention.levels": "debug=3d,ERROR=90d",
+                                                   "max_body_size": "16MiB", "listen": "[::1]:9000"})
+    assert config.retention.keep_for("DEBUG") == 3 * 86400 and config.retention.keep_for("INFO") == 30 * 86400
+    assert config.max_body_size == 16 * 1024**2 and config.listen_address() == ("::1", 9000)
+    for overrides, key in [({"retention.levels": "LOUD=1d"}, "retention.levels"), ({"flush_interval": "soon"},
+                           "flush_interval"), ({"listen": "nope"}, "listen"), ({"max_body": 1}, "max_body"),
+                           ({"archive_id": "a/b"}, "archive_id"), ({"tls_cert": "c"}, "tls_cert")]:
+        with pytest.raises(ConfigError, match=key):
+            load_config(ArchiveConfig, overrides={**base, **overrides})
+    with pytest.raises(ConfigError, match="root"):
+        load_config(ArchiveConfig, overrides={"token_file": "t"})

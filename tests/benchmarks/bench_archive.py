@@ -1,0 +1,218 @@
+"""Archive benchmark: ingest throughput over HTTP and bytes stored per record.
+
+    python tests/benchmarks/bench_archive.py [--quick] [--rows N] [--runs K]
+
+(1) Records/s ACKed by a real `ranklog archive` process with 4 concurrent clients posting
+pre-encoded 64k-row Arrow IPC bodies (zstd buffers), next to the physical reference measured in
+the same run: pyarrow writing the same rows straight to Parquet with the archive's settings (hour
+split, sort, zstd, dictionaries; one thread, no HTTP, no WAL). Also the rate at which the rows are
+in Parquet (ACK of the last batch → the flush queue empty).
+(2) Bytes stored per record (after flush, and after compaction) vs the raw JSONL the ranklog
+logger writes for the same records, and vs `gzip -6` of it.
+Medians of several runs; ratios are what count on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "exporters"))
+
+import httpx  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.ipc as ipc  # noqa: E402
+
+from ranklog.archive.compaction import compact  # noqa: E402
+from ranklog.archive.storage import Storage  # noqa: E402
+from ranklog.archive.writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet  # noqa: E402
+from tests.helpers.archive_proc import arrow_body, running_archive  # noqa: E402
+from tests.helpers.corpus import generate, write_jsonl  # noqa: E402
+
+CACHE = REPO / ".cache" / "bench_archive"
+BATCH_ROWS = 64 * 1024
+CLIENTS = 4
+TARGET_RATE = 1_000_000
+TARGET_REF_SHARE = 0.5
+TARGET_SIZE_VS_GZIP = 0.5
+
+
+def corpus(rows: int) -> pa.Table:
+    """The generated corpus, cached as an Arrow file (8 hosts × 8 ranks over one hour)."""
+    path = CACHE / f"corpus-{rows}.arrow"
+    if path.exists():
+        with ipc.open_file(path) as reader:
+            return reader.read_all()
+    table = generate(rows, hosts=8, ranks_per_host=8, seed=42)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with ipc.new_file(str(path) + ".tmp", table.schema) as writer:
+        writer.write_table(table)
+    os.replace(str(path) + ".tmp", path)
+    return table
+
+
+def bodies(table: pa.Table, compression: str) -> list[bytes]:
+    return [arrow_body(table.slice(start, BATCH_ROWS), compression)
+            for start in range(0, table.num_rows, BATCH_ROWS)]
+
+
+def physical_reference(table: pa.Table, workdir: Path) -> float:
+    """Seconds for pyarrow to write `table` as the archive's Parquet files (no HTTP, no WAL)."""
+    root = workdir / "reference"
+    storage = Storage(str(root), "reference")
+    started = time.perf_counter()
+    for hour, rows in split_by_hour(table):
+        write_parquet(storage, rows, storage.new_file_path(hour), FLUSH_ZSTD_LEVEL)
+    elapsed = time.perf_counter() - started
+    shutil.rmtree(root)
+    return elapsed
+
+
+def _flush_queue_bytes(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("ranklog_archive_wal_bytes "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def ingest_run(posts: list[bytes], rows: int, workdir: Path, token_file: Path, compacted: bool) -> dict[str, float]:
+    """One run against a fresh archive: ACK rate, in-Parquet rate, stored bytes (flushed, compacted)."""
+    root = workdir / "archive"
+    with running_archive(root, token_file, extra_args=["--flush-interval", "1s", "--log-level", "WARNING",
+                                                       "--archive-id", "bench"]) as archive:
+        headers = archive.headers()
+        errors: list[str] = []
+        shares = [posts[i::CLIENTS] for i in range(CLIENTS)]
+
+        def client(share: list[bytes]) -> None:
+            with httpx.Client(timeout=120) as http:
+                for body in share:
+                    answer = http.post(f"{archive.url}/v1/ingest", content=body, headers=headers)
+                    if answer.status_code != 200:
+                        errors.append(f"{answer.status_code} {answer.text[:200]}")
+
+        warm = arrow_body(_first_row(posts[0]))  # first request pays lazy imports and thread start-up
+        httpx.post(f"{archive.url}/v1/ingest", content=warm, headers=headers, timeout=120).raise_for_status()
+        threads = [threading.Thread(target=client, args=(share,)) for share in shares]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        acked = time.perf_counter() - started
+        deadline = time.monotonic() + 120
+        while _flush_queue_bytes(archive.url) > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        in_parquet = time.perf_counter() - started
+        if errors:
+            raise RuntimeError(f"ingest failed: {errors[0]}")
+    parquet = list(root.glob("date=*/hour=*/*.parquet"))
+    flushed_bytes = sum(p.stat().st_size for p in parquet)
+    compacted_bytes = float("nan")
+    if compacted:
+        storage = Storage(str(root), "bench")
+        compact(storage, str(root / "_ranklog" / storage.archive_id), now=time.time() + 10 * 86400, delay=0,
+                target=128 * 1000**2)
+        compacted_bytes = sum(p.stat().st_size for p in root.glob("date=*/hour=*/*.parquet"))
+    shutil.rmtree(root)
+    return {"ack_rate": rows / acked, "parquet_rate": rows / in_parquet,
+            "flushed_bytes": flushed_bytes / rows, "compacted_bytes": compacted_bytes / rows}
+
+
+def _first_row(body: bytes) -> pa.Table:
+    return ipc.open_stream(pa.py_buffer(body)).read_all().slice(0, 1)
+
+
+def raw_sizes(table: pa.Table, workdir: Path) -> tuple[float, float]:
+    """(raw JSONL bytes/record, gzip -6 bytes/record), cached next to the corpus."""
+    cached = CACHE / f"raw-sizes-{table.num_rows}.txt"
+    if cached.exists():
+        raw, gz = map(float, cached.read_text().split())
+        return raw, gz
+    paths = write_jsonl(table, workdir / "jsonl")
+    raw = sum(p.stat().st_size for p in paths)
+    gz = 0
+    for path in paths:
+        out = subprocess.run(["gzip", "-6", "-c", str(path)], check=True, capture_output=True).stdout
+        gz += len(out)
+    shutil.rmtree(workdir / "jsonl")
+    cached.write_text(f"{raw / table.num_rows} {gz / table.num_rows}")
+    return raw / table.num_rows, gz / table.num_rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small corpus, one run (smoke test, < 30 s)")
+    parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=None)
+    args = parser.parse_args()
+    rows = args.rows or (262_144 if args.quick else 2_097_152)
+    runs = args.runs or (1 if args.quick else 3)
+    table = corpus(rows)
+    codecs = ("lz4",) if args.quick else ("lz4", "zstd")
+    posts = {codec: bodies(table, codec) for codec in codecs}
+    workdir = Path(tempfile.mkdtemp(prefix="bench-archive-", dir=CACHE))
+    token_file = workdir / "tokens"
+    token_file.write_text(secrets.token_hex(16) + "\n")
+    try:
+        # Stored size does not depend on the codec or the run: compact (slow, zstd-12) only once.
+        results = {codec: [ingest_run(posts[codec], rows, workdir, token_file,
+                                      compacted=not args.quick and codec == codecs[0] and run == 0)
+                           for run in range(runs)] for codec in codecs}
+        reference = [physical_reference(table, workdir) for _ in range(runs)]
+        raw, gz = raw_sizes(table, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def med(codec: str, key: str) -> float:
+        values = [r[key] for r in results[codec] if r[key] == r[key]]  # NaN: not measured in this run
+        return statistics.median(values) if values else float("nan")
+
+    ref_rate = rows / statistics.median(reference)
+    print(f"archive benchmark: {rows:,} records in Arrow bodies of {BATCH_ROWS:,} rows, {CLIENTS} clients, "
+          f"median of {runs} run(s)")
+    print()
+    print(f"{'throughput':<52}{'records/s':>12}{'vs reference':>14}{'wire B/rec':>12}")
+    for codec in codecs:
+        wire = sum(map(len, posts[codec])) / rows
+        ack, in_parquet = med(codec, "ack_rate"), med(codec, "parquet_rate")
+        print(f"{f'archive: HTTP ingest ACKed, {codec} bodies':<52}{ack:>12,.0f}{ack / ref_rate:>13.2f}x{wire:>12.1f}")
+        print(f"{f'archive: ingested and in Parquet, {codec} bodies':<52}{in_parquet:>12,.0f}"
+              f"{in_parquet / ref_rate:>13.2f}x{wire:>12.1f}")
+    print(f"{'reference: pyarrow → Parquet, same settings':<52}{ref_rate:>12,.0f}{1:>13.2f}x{'':>12}")
+    ack = max(med(codec, "ack_rate") for codec in codecs)
+    flushed, compacted = med(codecs[0], "flushed_bytes"), med(codecs[0], "compacted_bytes")
+    print()
+    print(f"{'storage':<52}{'bytes/record':>12}{'vs gzip -6':>14}")
+    print(f"{'raw JSONL (ranklog logger format)':<52}{raw:>12.1f}{raw / gz:>13.2f}x")
+    print(f"{'gzip -6 of the raw JSONL':<52}{gz:>12.1f}{1:>13.2f}x")
+    print(f"{'archive Parquet, as flushed (zstd-1, arrival order)':<52}{flushed:>12.1f}{flushed / gz:>13.2f}x")
+    print(f"{'archive Parquet, compacted (zstd-12, sorted)':<52}{compacted:>12.1f}{compacted / gz:>13.2f}x")
+    print()
+    checks = [
+        (f"ingest ≥ {TARGET_RATE:,} records/s (best codec)", ack >= TARGET_RATE, f"{ack:,.0f}"),
+        (f"ingest ≥ {TARGET_REF_SHARE:.0%} of the physical reference", ack >= TARGET_REF_SHARE * ref_rate,
+         f"{ack / ref_rate:.0%}"),
+    ]
+    if not args.quick:
+        checks.append((f"stored ≤ {TARGET_SIZE_VS_GZIP}× gzip'd raw (compacted)", compacted <= TARGET_SIZE_VS_GZIP * gz,
+                       f"{compacted / gz:.2f}×"))
+    for name, ok, value in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}  ({value})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
