@@ -1,0 +1,49 @@
+"""Flags every read command shares: where to read (``--archive`` / ``--log_dir``) and the filters."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+from ranklog.errors import UserError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose mistakes are one line (a UserError: exit 2, no usage dump, no traceback)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message} (see {self.prog} --help)")
+
+
+def add_source_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("where to read (exactly one)")
+    group.add_argument("--archive", metavar="DIR|URI|URL",
+                       help="archive root (a directory, s3://bucket/prefix, …) or a running archive https://host:port")
+    group.add_argument("--token-file", "--token_file", dest="token_file", metavar="FILE",
+                       help="bearer token for a remote archive (first line; else $RANKLOG_TOKEN)")
+    group.add_argument("--log_dir", "--log-dir", dest="log_dir", metavar="DIR",
+                       help="a raw log directory, parsed on the fly (no service needed)")
+
+
+def open_from_args(args: argparse.Namespace) -> Any:
+    from ranklog.query.sources import open_source
+
+    return open_source(archive=args.archive, log_dir=args.log_dir, token_file=args.token_file,
+                       progress=sys.stderr.isatty())
+
+
+@contextlib.contextmanager
+def read_errors(what: str) -> Iterator[None]:
+    """Turn I/O and Arrow errors met while reading data into one clear line (UserError)."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except UserError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"reading {what} failed: {text}") from None

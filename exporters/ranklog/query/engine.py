@@ -1,0 +1,278 @@
+"""Run a :class:`~ranklog.query.filters.QuerySpec` over a source and stream the matching records.
+
+How the archive is read (fastest first; measured in ``tests/benchmarks/bench_query.py``):
+
+1. Partition pruning: only the ``date=/hour=`` directories overlapping the time range are listed.
+2. Trace lookups consult the trace index (:mod:`ranklog.query.trace_index`) to open only the files
+   that hold the wanted trace ids.
+3. The filter is a pyarrow dataset expression, so Parquet row-group statistics skip row groups
+   (time, level, host, rank…) and the remaining rows are filtered in Arrow's C++ kernels (RE2 for
+   regexes) on all cores.
+
+Ordering and memory: hour partitions hold disjoint time ranges, so a time-ordered result is produced
+one partition at a time (sorted by ``ts``, then host, source_id, offset for a stable order): memory
+is bounded by the matching rows of one hour, never by the whole result. Other sort keys need the
+whole result in memory. ``order=()`` streams in storage order.
+
+Duplicates: an agent that failed over between archives may have had one batch stored by two of them.
+Both copies carry the same ``ts`` and so land in the same hour partition; a partition is therefore
+deduplicated by ``(source_id, offset)`` only when its files come from more than one archive id (the
+file-name prefix), which costs nothing in the common single-writer case.
+
+A raw log directory is parsed with the agent's parsers and filtered with the same expression, so both
+sources give identical answers for the same records. Its time order needs all matches in memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from itertools import groupby
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+from ..record import FIELDS, arrow_schema
+from .filters import QuerySpec
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .sources import ArchiveSource, DataFile
+
+TIE_BREAK = ("host", "source_id", "offset")
+DEDUP_KEY = ("source_id", "offset")
+BATCH_ROWS = 65_536
+# Read-ahead bounds: pyarrow's defaults (16 batches x 4 files, and in practice whole files of a
+# dataset) hold many decoded batches when the consumer is slower than the reader (an export).
+READAHEAD_BATCHES = 2
+READAHEAD_FILES = 2
+CHUNK_FILES = 8
+
+
+def check_columns(columns: Iterable[str] | None) -> list[str]:
+    """The requested output columns (all record fields when None), validated."""
+    if columns is None:
+        return list(FIELDS)
+    out = [c for c in columns]
+    unknown = [c for c in out if c not in FIELDS]
+    if unknown:
+        raise UserError(f"unknown column(s) {', '.join(unknown)} (known: {', '.join(FIELDS)})")
+    if not out:
+        raise UserError("no columns selected")
+    return out
+
+
+def sort_keys(spec: QuerySpec) -> list[tuple[str, str]]:
+    """Arrow sort keys for the spec's order, with a stable tie-break."""
+    keys = [(key.lstrip("-"), "descending" if key.startswith("-") else "ascending") for key in spec.order]
+    if not keys:
+        return []
+    direction = keys[0][1]
+    named = {name for name, _ in keys}
+    return keys + [(name, direction) for name in TIE_BREAK if name not in named]
+
+
+def _internal_columns(spec: QuerySpec, columns: list[str], dedup: bool) -> list[str]:
+    wanted = list(columns)
+    extra: list[str] = [name for name, _ in sort_keys(spec)]
+    if dedup:
+        extra += list(DEDUP_KEY)
+    if spec.attrs:
+        extra.append("attrs")
+    for name in extra:
+        if name not in wanted:
+            wanted.append(name)
+    return wanted
+
+
+def _sort(table: pa.Table, spec: QuerySpec) -> pa.Table:
+    keys = sort_keys(spec)
+    return table.sort_by(keys) if keys and table.num_rows > 1 else table
+
+
+def dedup(table: pa.Table) -> pa.Table:
+    """Keep the first row of each (source_id, offset) key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if table.num_rows < 2:
+        return table
+    keys = table.select(list(DEDUP_KEY)).append_column("_row", pa.array(range(table.num_rows), pa.int64()))
+    first = keys.group_by(list(DEDUP_KEY), use_threads=False).aggregate([("_row", "min")]).column("_row_min")
+    if len(first) == table.num_rows:
+        return table
+    return table.take(pc.sort_indices(first))
+
+
+def _batches(table: pa.Table) -> Iterator[pa.RecordBatch]:
+    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+        if batch.num_rows:
+            yield batch
+
+
+# -- archive ------------------------------------------------------------------------------------------
+def _partitions_needing_dedup(files: list[DataFile]) -> set[tuple[str, int]]:
+    writers: dict[tuple[str, int], set[str]] = {}
+    for f in files:
+        writers.setdefault(f.partition, set()).add(f.archive_id)
+    return {partition for partition, ids in writers.items() if len(ids) > 1}
+
+
+def select_files(source: ArchiveSource, spec: QuerySpec) -> list[DataFile]:
+    """The archive files a spec has to read (partition pruning, then the trace index)."""
+    files = source.list_files(spec.start_ns, spec.end_ns)
+    if spec.trace_ids and files:
+        from .trace_index import narrow_files
+
+        files = narrow_files(source, files, spec.trace_ids)
+    return files
+
+
+def _archive_dataset(source: ArchiveSource, files: list[DataFile]) -> Any:
+    import pyarrow.dataset as ds
+
+    return ds.dataset([f.path for f in files], schema=arrow_schema(), format="parquet",
+                      filesystem=source.filesystem)
+
+
+def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
+    files = select_files(source, spec)
+    if not files:
+        return
+    needs_dedup = _partitions_needing_dedup(files)
+    if spec.descending:
+        order = {p: i for i, p in enumerate(sorted({f.partition for f in files}, reverse=True))}
+        files = sorted(files, key=lambda f: order[f.partition])
+    partition_of = {f.path: f.partition for f in files}
+    wanted = _internal_columns(spec, columns, bool(needs_dedup))
+    expression = spec.expression()
+
+    def scan_chunks() -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
+        # One scanner per few files: pyarrow reads whole files ahead of a slow consumer (an export),
+        # so chunking is what bounds memory; within a chunk files are still read in parallel.
+        for first in range(0, len(files), CHUNK_FILES):
+            chunk = files[first:first + CHUNK_FILES]
+            scanner = _archive_dataset(source, chunk).scanner(
+                columns=wanted, filter=expression, batch_size=BATCH_ROWS, use_threads=True,
+                batch_readahead=READAHEAD_BATCHES, fragment_readahead=READAHEAD_FILES)
+            for tagged_batch in scanner.scan_batches():
+                yield partition_of[tagged_batch.fragment.path], spec.python_filter(tagged_batch.record_batch)
+
+    tagged = scan_chunks()
+    if not spec.order and not needs_dedup:
+        yield from (batch for _, batch in tagged if batch.num_rows)
+        return
+
+    def partition_tables() -> Iterator[pa.Table]:
+        for partition, group in groupby(tagged, key=lambda item: item[0]):
+            batches = [batch for _, batch in group if batch.num_rows]
+            if not batches:
+                continue
+            table = pa.Table.from_batches(batches)
+            yield dedup(table) if partition in needs_dedup else table
+
+    if not spec.order or spec.sorted_by_time:
+        for table in partition_tables():
+            yield from _batches(_sort(table, spec))
+        return
+    tables = list(partition_tables())
+    if tables:
+        yield from _batches(_sort(pa.concat_tables(tables), spec))
+
+
+# -- raw log directory ------------------------------------------------------------------------------------
+def _conform(table: pa.Table) -> pa.Table:
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    if table.schema.equals(schema):
+        return table
+    columns = [table.column(name) if name in table.column_names else pa.nulls(table.num_rows, field.type)
+               for name, field in zip(schema.names, schema, strict=True)]
+    return pa.Table.from_arrays(columns, schema=schema.remove_metadata()).cast(schema)
+
+
+def _scan_log_dir(source: Any, spec: QuerySpec, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa
+
+    expression = spec.expression()
+    wanted = _internal_columns(spec, columns, dedup=False)
+
+    def matches() -> Iterator[pa.RecordBatch]:
+        for table in source.tables():
+            table = _conform(table)
+            if expression is not None:
+                table = table.filter(expression)
+            for batch in table.select(wanted).to_batches():
+                batch = spec.python_filter(batch)
+                if batch.num_rows:
+                    yield batch
+
+    if not spec.order:
+        yield from matches()
+        return
+    found = list(matches())
+    if found:
+        yield from _batches(_sort(pa.Table.from_batches(found), spec))
+
+
+# -- public ---------------------------------------------------------------------------------------------------
+def _limited(batches: Iterator[pa.RecordBatch], limit: int | None) -> Iterator[pa.RecordBatch]:
+    if limit is None:
+        yield from batches
+        return
+    remaining = limit
+    if remaining <= 0:
+        return
+    try:
+        for batch in batches:
+            if batch.num_rows >= remaining:
+                yield batch.slice(0, remaining)
+                return
+            remaining -= batch.num_rows
+            yield batch
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
+
+
+def scan(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream the records matching `spec` as record batches holding `columns` (all when None)."""
+    selected = check_columns(columns)
+    if source.kind == "remote":
+        yield from source.scan(spec, selected)
+        return
+    inner = _scan_archive(source, spec, selected) if source.kind == "archive" else _scan_log_dir(source, spec, selected)
+    for batch in _limited(inner, spec.limit):
+        yield batch.select(selected) if batch.schema.names != selected else batch
+
+
+def read(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> pa.Table:
+    """All matching records as one table (use :func:`scan` for results that may be large)."""
+    import pyarrow as pa
+
+    selected = check_columns(columns)
+    batches = list(scan(source, spec, selected))
+    schema = pa.schema([arrow_schema().field(name) for name in selected])
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+
+
+def count(source: Any, spec: QuerySpec) -> int:
+    """How many records match (``limit`` caps it). Uses Parquet metadata where the filter allows."""
+    unlimited = dataclasses.replace(spec, order=(), limit=None)
+    if source.kind == "remote":
+        total = source.count(unlimited)
+    elif source.kind == "archive" and not spec.attrs:
+        files = select_files(source, spec)
+        if not files:
+            total = 0
+        elif _partitions_needing_dedup(files):
+            total = sum(batch.num_rows for batch in scan(source, unlimited, DEDUP_KEY))
+        else:
+            total = _archive_dataset(source, files).count_rows(filter=spec.expression())
+    else:
+        total = sum(batch.num_rows for batch in scan(source, unlimited, ["ts"]))
+    return total if spec.limit is None else min(total, spec.limit)

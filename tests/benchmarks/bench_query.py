@@ -1,0 +1,221 @@
+"""Query benchmark: ranklog over its Parquet archive vs DuckDB `read_json` and `grep` over raw JSONL.
+
+    python tests/benchmarks/bench_query.py [--quick] [--runs N]
+
+The corpus (tests/helpers/corpus.py) is generated one simulated day at a time — 10M records over 30
+days (--quick: 60k over 3 days) — and stored twice: through the archive's writer (the real hive layout, sort
+order and encodings) and as the ranklog logger's raw JSONL. Both are cached under
+``.cache/bench-query/<parameters>/``.
+
+Three query shapes, each answered by every engine, whose answers must agree (row counts):
+  (a) a two-hour window + level >= ERROR + one host;
+  (b) one trace id over all 30 days;
+  (c) a regular expression over the messages of all 30 days.
+Engines: the ranklog engine in-process (what triage uses; all 20 columns, and only ts/host/rank/msg
+as a search listing shows them), the `ranklog query` CLI (wall time of a
+fresh process writing NDJSON), DuckDB over the archive's Parquet (the alternative path the engine
+could take), DuckDB `read_json` over the raw JSONL, and `LC_ALL=C grep -E` over the raw files
+(all three shapes can be expressed as a line regex here because the hour-aligned window maps to a
+`ts` prefix). Medians of --runs runs (DuckDB/grep over JSONL: fewer, they are slow); the trace
+index is built once before timing and its cold build time is reported.
+
+Targets: (a) and (b) under 0.5 s and >= 20x faster than DuckDB over JSONL; (c) faster than grep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "exporters"), str(REPO)]
+
+import duckdb  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+
+from ranklog.query import engine  # noqa: E402
+from ranklog.query.filters import QuerySpec  # noqa: E402
+from ranklog.query.sources import open_source  # noqa: E402
+from tests.helpers.corpus import generate, write_jsonl  # noqa: E402
+from tests.helpers.query_data import write_archive  # noqa: E402
+
+DAY_NS = 86400 * 10**9
+START_NS = 1_764_547_200 * 10**9  # 2025-12-01T00:00:00Z
+HOSTS, RANKS_PER_HOST = 16, 8
+SEARCH_COLUMNS = ["ts", "host", "rank", "msg"]  # what a search shows; the engine reads only what is asked
+REGEX = r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=[0-9]+, OpType=ALLGATHER"
+
+
+def build_corpus(rows: int, days: int) -> Path:
+    """Generate (or reuse) the archive + raw JSONL for `rows` records over `days` days."""
+    base = REPO / ".cache" / "bench-query" / f"rows{rows}-days{days}-hosts{HOSTS}x{RANKS_PER_HOST}-v1"
+    if (base / "DONE").exists():
+        return base
+    if base.exists():
+        shutil.rmtree(base)
+    started = time.monotonic()
+    per_day = rows // days
+    for day in range(days):
+        table = generate(per_day, start_ns=START_NS + day * DAY_NS, span_s=86400, hosts=HOSTS,
+                         ranks_per_host=RANKS_PER_HOST, seed=1000 + day)
+        write_archive(table, base / "archive", archive_id="bench")
+        write_jsonl(table, base / "jsonl" / f"day-{day:02d}")
+        print(f"  generated day {day + 1}/{days} ({per_day} records, {time.monotonic() - started:.0f}s)",
+              file=sys.stderr, flush=True)
+    (base / "DONE").write_text("ok\n")
+    return base
+
+
+def _sizes(base: Path) -> tuple[int, int]:
+    def total(path: Path) -> int:
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+
+    return total(base / "archive"), total(base / "jsonl")
+
+
+def _pick_trace(base: Path, days: int) -> str:
+    """A trace id from the middle of the corpus (read back from the archive, like a user would have it)."""
+    source = open_source(archive=str(base / "archive"))
+    middle = START_NS + days // 2 * DAY_NS
+    files = source.list_files(middle, middle + DAY_NS)
+    table = pa.parquet.read_table(files[len(files) // 2].path, columns=["trace_id"])
+    return pc.drop_null(table["trace_id"])[0].as_py()
+
+
+def _iso(ns: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9))
+
+
+def median_time(fn: Callable[[], int], runs: int) -> tuple[float, int]:
+    times, result = [], None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), int(result)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small cached corpus (smoke run)")
+    parser.add_argument("--runs", type=int, help="timed runs per engine (default 5, quick 2)")
+    parser.add_argument("--slow-runs", type=int, help="runs of the JSONL peers and the CLI (default 2, quick 1)")
+    args = parser.parse_args()
+    rows, days = (60_000, 3) if args.quick else (10_000_000, 30)
+    runs = args.runs or (2 if args.quick else 5)
+    slow_runs = args.slow_runs or (1 if args.quick else 2)
+
+    base = build_corpus(rows, days)
+    archive_bytes, jsonl_bytes = _sizes(base)
+    archive = open_source(archive=str(base / "archive"))
+    jsonl_glob = str(base / "jsonl" / "*" / "*" / "*.jsonl")
+    trace = _pick_trace(base, days)
+    window_start = START_NS + days // 2 * DAY_NS + 10 * 3600 * 10**9
+    window_end = window_start + 2 * 3600 * 10**9
+    host = "gpu-node-003"
+    day_prefix = _iso(window_start)[:11]  # e.g. 2025-12-16T
+
+    shapes = {
+        "(a) window+level+host": dict(
+            spec=QuerySpec(start_ns=window_start, end_ns=window_end, levels=("ERROR", "CRITICAL"), hosts=(host,)),
+            cli=["--start", _iso(window_start), "--end", _iso(window_end), "--level", "ERROR", "--host", host],
+            where=(f"ts >= '{_iso(window_start)}' AND ts < '{_iso(window_end)}' "
+                   f"AND level IN ('ERROR','CRITICAL') AND host = '{host}'"),
+            grep=(f'^\\{{"ts":"{day_prefix}(10|11):[^"]*","level":"(ERROR|CRITICAL)".*"host":"{host}"'),
+        ),
+        "(b) trace-id lookup": dict(
+            spec=QuerySpec(trace_ids=(trace,)), cli=["--trace-id", trace], where=f"trace_id = '{trace}'",
+            grep=f'"trace_id":"{trace}"',
+        ),
+        "(c) regex message search": dict(
+            spec=QuerySpec(regex=REGEX), cli=["--regex", REGEX],
+            where=f"(regexp_matches(msg, '{REGEX}') OR regexp_matches(coalesce(exc, ''), '{REGEX}'))",
+            grep=REGEX,
+        ),
+    }
+
+    index_started = time.perf_counter()
+    engine.count(archive, shapes["(b) trace-id lookup"]["spec"])
+    index_cold = time.perf_counter() - index_started
+
+    connection = duckdb.connect()
+    connection.execute("SET threads TO 2")
+    parquet_glob = str(base / "archive" / "date=*" / "hour=*" / "*.parquet")
+    results: dict[str, dict[str, tuple[float, int]]] = {}
+    for name, shape in shapes.items():
+        spec = shape["spec"]
+        row: dict[str, tuple[float, int]] = {}
+        row["ranklog engine"] = median_time(lambda spec=spec: engine.read(archive, spec).num_rows, runs)
+        row["ranklog 4 columns"] = median_time(
+            lambda spec=spec: engine.read(archive, spec, SEARCH_COLUMNS).num_rows, runs)
+
+        def cli(shape=shape) -> int:
+            with tempfile.TemporaryFile() as out:
+                subprocess.run([sys.executable, "-m", "ranklog", "query", "--archive", str(base / "archive"),
+                                *shape["cli"], "--format", "ndjson"], stdout=out, check=True, cwd=REPO)
+                out.seek(0)
+                return sum(chunk.count(b"\n") for chunk in iter(lambda: out.read(1 << 20), b""))
+
+        row["ranklog CLI"] = median_time(cli, slow_runs)
+        row["duckdb parquet"] = median_time(lambda shape=shape: connection.execute(
+            f"SELECT count(*) FROM read_parquet('{parquet_glob}', hive_partitioning=true) "
+            f"WHERE {shape['where']}").fetchone()[0], runs)
+        row["duckdb read_json"] = median_time(lambda shape=shape: connection.execute(
+            f"SELECT count(*) FROM read_json('{jsonl_glob}', format='newline_delimited') "
+            f"WHERE {shape['where']}").fetchone()[0], slow_runs)
+
+        def grep(shape=shape) -> int:
+            proc = subprocess.run(["grep", "-rcE", shape["grep"], str(base / "jsonl")], capture_output=True,
+                                  text=True, env={**os.environ, "LC_ALL": "C"})
+            return sum(int(line.rsplit(":", 1)[1]) for line in proc.stdout.splitlines())
+
+        row["grep -E"] = median_time(grep, slow_runs)
+        results[name] = row
+
+    columns = ["ranklog engine", "ranklog 4 columns", "ranklog CLI", "duckdb parquet", "duckdb read_json", "grep -E"]
+    print(f"\nquery benchmark: {rows:,} records over {days} days, {HOSTS * RANKS_PER_HOST} ranks on {HOSTS} hosts; "
+          f"archive {archive_bytes / 2**20:.0f} MiB Parquet, raw {jsonl_bytes / 2**20:.0f} MiB JSONL; "
+          f"median of {runs} runs ({slow_runs} for the CLI and JSONL peers); trace index cold build {index_cold:.2f}s\n")
+    header = f"| {'query':26s} | " + " | ".join(f"{c:>16s}" for c in columns) + " | rows | vs read_json | vs grep |"
+    print(header)
+    print("|" + "|".join("-" * (len(part)) for part in header.split("|")[1:-1]) + "|")
+    verdicts = []
+    for name, row in results.items():
+        counts = {engine_name: count for engine_name, (_, count) in row.items()}
+        agree = len(set(counts.values())) == 1
+        cells = " | ".join(f"{row[c][0]:>15.3f}s" for c in columns)
+        ours = row["ranklog engine"][0]
+        vs_json = row["duckdb read_json"][0] / ours
+        vs_grep = row["grep -E"][0] / ours
+        print(f"| {name:26s} | {cells} | {row['ranklog engine'][1]:>4d} | {vs_json:>11.1f}x | {vs_grep:>6.1f}x |"
+              + ("" if agree else f"  counts differ: {counts}"))
+        if not agree:
+            verdicts.append(f"FAIL {name}: engines disagree on the answer {counts}")
+        if name.startswith("(c)"):
+            search = row["ranklog 4 columns"][0]
+            verdicts.append(f"{'PASS' if vs_grep > 1 else 'FAIL'} {name}: ranklog {ours:.3f}s vs grep "
+                            f"{row['grep -E'][0]:.3f}s ({vs_grep:.1f}x; target: faster than grep); with the "
+                            f"search columns only {search:.3f}s ({row['grep -E'][0] / search:.1f}x)")
+        else:
+            ok = ours < 0.5 and vs_json >= 20
+            verdicts.append(f"{'PASS' if ok else 'FAIL'} {name}: ranklog {ours:.3f}s (target < 0.5s), "
+                            f"{vs_json:.0f}x faster than DuckDB read_json (target >= 20x)")
+    print()
+    for line in verdicts:
+        print(line)
+    if args.quick:
+        print("(quick run: tiny corpus, figures not meaningful)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
