@@ -172,7 +172,7 @@ def main() -> int:
           "lines per CPU-second)")
     header = f"{'input':<22} {'ranklog.parse':>14} {'peer':<38} {'peer lines/s':>13} {'ratio':>7}"
     print(header)
-    print("-" * len(header))
+    print("─" * len(header))
     for name, n, ours, peer_name, peer in results:
         print(f"{name:<22} {n / ours:>14,.0f} {peer_name:<38} {n / peer:>13,.0f} {peer / ours:>6.2f}x")
     json_rate = lines / ours_json

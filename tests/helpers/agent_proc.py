@@ -84,10 +84,28 @@ class AgentHandle:
             time.sleep(0.2)
         raise TimeoutError(f"agent: {what} not reached in {timeout}s\n{self.log()[-4000:]}")
 
-    def wait_idle(self, timeout: float = 60) -> Scrape:
-        """Wait until every byte of the tracked files is acknowledged (backlog 0, shipped > 0 stable)."""
-        return self.wait_for(lambda s: s.value("ranklog_agent_backlog_bytes") == 0
-                             and s.value("ranklog_agent_files_tracked") > 0, timeout, "backlog 0")
+    def wait_idle(self, timeout: float = 60, settle: float = 0.6) -> Scrape:
+        """Wait until every byte of the tracked files is acknowledged (backlog 0, shipped > 0 stable).
+
+        The backlog gauge is refreshed once per poll (0.25 s by default), so a single idle scrape may
+        predate a writer's last lines; idle must hold on two scrapes `settle` seconds apart with nothing
+        read or shipped in between.
+        """
+        def idle(s: Scrape) -> bool:
+            return s.value("ranklog_agent_backlog_bytes") == 0 and s.value("ranklog_agent_files_tracked") > 0
+
+        def progress(s: Scrape) -> tuple[float, float]:
+            return s.value("ranklog_agent_bytes_read_total"), s.value("ranklog_agent_records_shipped_total")
+
+        deadline = time.monotonic() + timeout
+        while True:
+            first = self.wait_for(idle, max(0.1, deadline - time.monotonic()), "backlog 0")
+            time.sleep(settle)
+            second = self.wait_for(lambda s: True, max(0.1, deadline - time.monotonic()), "a scrape")
+            if idle(second) and progress(second) == progress(first):
+                return second
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"agent: backlog 0 did not hold for {settle}s in {timeout}s\n{self.log()[-4000:]}")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown work at all (the crash case)."""

@@ -135,7 +135,7 @@ def _match_layouts(body: pa.Array, fmt: TextFormat, tz: str, read_time_ns: int) 
         if not valid.any():
             continue
         hit_rows = rows[valid]
-        matched = found.filter(pa.array(valid))
+        matched = found if len(hit_rows) == len(found) else found.filter(pa.array(valid))
         for name, column in _layout_columns(matched, fmt, tz, read_time_ns).items():
             parts.setdefault(name, []).append((hit_rows, column))
         remaining[hit_rows] = False
@@ -193,6 +193,8 @@ def _kv_columns(kv: pa.Array, attrs: pa.Array, hook: Callable[[list[str | None]]
 
 def _scatter(pieces: list[tuple[np.ndarray, pa.Array]], n: int) -> pa.Array:
     """Full-length column from (row positions, values) pieces; null elsewhere."""
+    if len(pieces) == 1 and len(pieces[0][0]) == n:  # one layout matched every row, in order
+        return pieces[0][1]
     positions = np.concatenate([rows for rows, _ in pieces])
     values = pa.concat_arrays([col.cast(pieces[0][1].type) for _, col in pieces])
     index = np.full(n, -1, dtype=np.int64)
@@ -282,6 +284,8 @@ def _levels(level: pa.Array | None, header: np.ndarray, traceback_only: np.ndarr
     known = np.zeros(len(msg), dtype=bool)
     if level is not None:
         known = header & np.asarray(level.is_valid())
+        if known.all():  # the usual logging file: every record's header gave its level
+            return level
         rows = np.flatnonzero(known)
         out[rows] = np.asarray(level.take(pa.array(rows)).to_numpy(zero_copy_only=False), dtype=object)
     out[traceback_only & ~known] = "ERROR"

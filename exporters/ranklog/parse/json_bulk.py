@@ -11,7 +11,6 @@ isolated; those go through ``json.loads`` + ``record.normalize_row`` (wrong-type
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -69,6 +68,7 @@ class _BlockReader:
     def __init__(self, data: bytes, lines: Lines, mapping: Mapping_, extras_hook: ExtrasHook | None,
                  tz: str) -> None:
         self.data = data
+        self._buffer = pa.py_buffer(data)
         self.lines = lines
         self.mapping = {name: tuple(keys) for name, keys in mapping.items()}
         self.mapped_keys = frozenset(k for keys in self.mapping.values() for k in keys)
@@ -106,13 +106,13 @@ class _BlockReader:
     # -- fast path -------------------------------------------------------------------------------
     def _bulk(self, idx: np.ndarray) -> dict[str, pa.Array]:
         lo, hi = int(self.lines.starts[idx[0]]), int(self.lines.ends[idx[-1]])
-        block = self.data[lo:hi]
+        block = self._buffer.slice(lo, hi - lo)  # zero-copy view of the lines
         if self._too_deep(idx):
             raise _Fallback
         try:
             table = pa_json.read_json(
-                io.BytesIO(block),
-                read_options=pa_json.ReadOptions(use_threads=False, block_size=len(block) + 1),
+                pa.BufferReader(block),
+                read_options=pa_json.ReadOptions(use_threads=False, block_size=block.size + 1),
                 parse_options=pa_json.ParseOptions(newlines_in_values=False),
             )
         except (pa.ArrowException, ValueError, UnicodeError, OverflowError) as exc:

@@ -8,6 +8,7 @@ the line.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from functools import lru_cache
@@ -16,6 +17,8 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .arrowbytes import values_contain
 
 TS_TYPE = pa.timestamp("ns", tz="UTC")
 
@@ -38,19 +41,46 @@ def to_timestamps(column: pa.Array, tz: str = "UTC") -> pa.Array:
 
 
 def strings_to_timestamps(column: pa.Array, tz: str = "UTC") -> pa.Array:
-    """ISO 8601 / RFC 3339 text (`T` or space, `.` or `,` before fractions, optional zone)."""
-    text = pc.replace_substring(column.cast(pa.string()), ",", ".")
-    try:
-        return text.cast(TS_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    try:
-        naive = text.cast(pa.timestamp("ns"))
-        return pc.assume_timezone(naive, tz, ambiguous="earliest", nonexistent="earliest").cast(TS_TYPE)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
+    """ISO 8601 / RFC 3339 text (`T` or space, `.` or `,` before fractions, optional zone).
+
+    Arrow's cast parses every value before it reports a failure, so a wrong first guess costs a full
+    pass: the first value decides which cast is tried first (zoned or naive), and a column mixing both
+    still ends in the per-value path. Naive UTC times need no zone arithmetic (the cast to a UTC type
+    keeps the values).
+    """
+    text = column.cast(pa.string())
+    if values_contain(text, b","):
+        text = pc.replace_substring(text, ",", ".")
+    attempts = (_zoned, _naive) if _first_is_zoned(text) else (_naive, _zoned)
+    for attempt in attempts:
+        try:
+            return attempt(text, tz)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
     zone = _zone(tz)
     return pa.array([_parse_one(value, zone) for value in text.to_pylist()], TS_TYPE)
+
+
+def _zoned(text: pa.Array, tz: str) -> pa.Array:
+    return text.cast(TS_TYPE)
+
+
+def _naive(text: pa.Array, tz: str) -> pa.Array:
+    naive = text.cast(pa.timestamp("ns"))
+    if tz.upper() == "UTC":
+        return naive.cast(TS_TYPE)
+    return pc.assume_timezone(naive, tz, ambiguous="earliest", nonexistent="earliest").cast(TS_TYPE)
+
+
+def _first_is_zoned(text: pa.Array) -> bool:
+    """Does the first non-null value end in a zone (`Z`, `+hh:mm`, `-hhmm`)?"""
+    if text.null_count == len(text):
+        return True
+    first = (text if text.null_count == 0 else text.drop_null())[0].as_py().rstrip()
+    return _ZONE_SUFFIX.search(first) is not None
+
+
+_ZONE_SUFFIX = re.compile(r"(?:[Zz]|[+-]\d\d:?\d\d)$")
 
 
 def _epoch_to_timestamps(column: pa.Array) -> pa.Array:

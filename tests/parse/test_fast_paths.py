@@ -1,0 +1,60 @@
+"""The shortcuts taken for speed give the same answers as the full passes they skip."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+import pytest
+
+from ranklog.parse.ansi import strip_ansi
+from ranklog.parse.arrowbytes import values_contain
+from ranklog.parse.timestamps import strings_to_timestamps
+
+
+def _ns(text: str) -> int:
+    return int(datetime.fromisoformat(text).timestamp()) * 10**9
+
+
+def test_values_contain_sees_only_the_slice() -> None:
+    column = pa.array(["plain", None, "col\x1b[31mour", "tail"])
+    assert values_contain(column, b"\x1b")
+    assert values_contain(column.slice(2, 1), b"\x1b")
+    assert not values_contain(column.slice(0, 2), b"\x1b")
+    assert not values_contain(column.slice(3), b"\x1b")
+    assert not values_contain(pa.nulls(4, pa.string()), b"\x1b")
+    assert not values_contain(pa.array([], pa.string()), b"\x1b")
+    assert values_contain(pa.array(["a,b"], pa.large_string()), b",")
+    assert values_contain(pa.chunked_array([["x"], ["y,z"]]), b",")
+
+
+def test_strip_ansi_on_a_slice_next_to_coloured_values() -> None:
+    column = pa.array(["\x1b[1mbold\x1b[0m", "clean", "\x1b[32mgreen\x1b[0m"])
+    assert strip_ansi(column.slice(1, 1)).to_pylist() == ["clean"]
+    assert strip_ansi(column).to_pylist() == ["bold", "clean", "green"]
+
+
+@pytest.mark.parametrize("values", [
+    ["2026-12-02 13:04:05,250", "2026-12-02T13:04:06Z"],  # naive first, then zoned
+    ["2026-12-02T13:04:06Z", "2026-12-02 13:04:05,250"],  # zoned first, then naive
+])
+def test_mixed_zoned_and_naive_columns_parse_every_value(values: list[str]) -> None:
+    got = strings_to_timestamps(pa.array(values), "UTC").cast(pa.int64()).to_pylist()
+    expected = {"2026-12-02 13:04:05,250": _ns("2026-12-02T13:04:05+00:00") + 250_000_000,
+                "2026-12-02T13:04:06Z": _ns("2026-12-02T13:04:06+00:00")}
+    assert got == [expected[v] for v in values]
+
+
+def test_naive_times_take_the_configured_zone_and_utc_needs_no_conversion() -> None:
+    column = pa.array([None, "2026-07-01 12:00:00.5"])
+    utc = strings_to_timestamps(column, "UTC").cast(pa.int64()).to_pylist()
+    berlin = strings_to_timestamps(column, "Europe/Berlin").cast(pa.int64()).to_pylist()
+    assert utc == [None, _ns("2026-07-01T12:00:00+00:00") + 500_000_000]
+    assert berlin == [None, utc[1] - 2 * 3600 * 10**9]  # CEST is UTC+2
+
+
+def test_zoned_times_keep_their_offsets() -> None:
+    column = pa.array(["2026-12-02T13:04:05.000001+01:00", "2026-12-02T12:04:05.000002Z"])
+    got = strings_to_timestamps(column, "Asia/Tokyo").cast(pa.int64()).to_pylist()
+    base = _ns("2026-12-02T12:04:05+00:00")
+    assert got == [base + 1000, base + 2000]
