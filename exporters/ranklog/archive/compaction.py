@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from ..record import arrow_schema
 from . import journal
 from .storage import Storage, StoredFile, temp_name
-from .writer import COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, sort_records, write_parquet
+from .writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, sort_records, write_parquet
 
 log = logging.getLogger("ranklog.archive.compaction")
 
@@ -61,7 +61,7 @@ def merge(storage: Storage, state_dir: str, group: list[StoredFile]) -> str:
     table = sort_records(pa.concat_tables([read_file(storage, stored.path) for stored in group]))
     final = storage.new_file_path(int(group[0].hour_start // 3600))
     temp = temp_name(final)
-    write_parquet(storage, table, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS)
+    write_parquet(storage, table, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS, COMPACTION_PAGE_BYTES)
     if row_count(storage, temp) != table.num_rows:
         storage.delete(temp)
         raise OSError(f"compaction output {temp} lost rows; inputs kept")

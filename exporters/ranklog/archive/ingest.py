@@ -19,6 +19,14 @@ remembered for `dedup_body_window` (default 24 h).
 
 Decoding is a pure function of (body, content type, encoding, receive time): WAL replay re-runs it
 and gets exactly the rows the original request produced.
+
+Validation stays complete on the ACK path (``validate(full=True)``), by decision: the IPC reader
+and the structural ``validate()`` accept non-monotonic string offsets (a crafted batch that would
+make the Parquet writer read out of bounds) and invalid UTF-8 (which DuckDB refuses when it reads
+the Parquet file, so one bad batch would make a whole hour unqueryable). Deferring the check to the
+background flush would mean acknowledging records the archive then cannot store. Measured cost:
+0.12 CPU-s per million corpus records (lz4 bodies), against 0.65 for the whole decode + dedup and
+~2.1 for the Parquet write every record costs anyway — not worth weakening the contract.
 """
 
 from __future__ import annotations
@@ -162,7 +170,7 @@ def conform(table: pa.Table) -> pa.Table:
         columns.append(column)
     columns[FIELDS.index("level")] = normalize_levels(columns[FIELDS.index("level")])
     out = pa.Table.from_arrays(columns, schema=schema)
-    try:  # offsets in bounds, strings valid UTF-8: a crafted batch must not reach the Parquet writer
+    try:  # see the module docstring: why the full check stays on the ACK path
         out.validate(full=True)
     except pa.ArrowInvalid as exc:
         raise bad(f"invalid Arrow data: {str(exc).splitlines()[0][:200]}") from None

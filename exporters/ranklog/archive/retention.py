@@ -24,7 +24,7 @@ from . import journal
 from .compaction import read_file
 from .config import RetentionConfig
 from .storage import Storage, StoredFile, temp_name
-from .writer import COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, write_parquet
+from .writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, write_parquet
 
 log = logging.getLogger("ranklog.archive.retention")
 
@@ -82,7 +82,8 @@ def apply_retention(storage: Storage, state_dir: str, policy: RetentionConfig, n
             kept = read_file(storage, stored.path).filter(pa.array(~expired))
             final = storage.new_file_path(int(stored.hour_start // 3600))
             temp = temp_name(final)
-            write_parquet(storage, kept, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS)
+            write_parquet(storage, kept, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS,
+                          COMPACTION_PAGE_BYTES)
             journal_path = os.path.join(state_dir, journal.REPLACE_JOURNAL)
             journal.commit(storage, journal_path, [(temp, final)], inputs=[stored.path])
             journal.finish(journal_path)
