@@ -1,0 +1,37 @@
+"""Validate a ranklog service's YAML config exactly as the service will load it.
+
+Used by the roles' `validate:` so a bad key fails the play (naming the key) before the file
+replaces a working one:  ranklog-check-config agent|archive FILE
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+CONFIG_CLASSES = {
+    "agent": ("ranklog.agent.config", "AgentConfig"),
+    "archive": ("ranklog.archive.config", "ArchiveConfig"),
+}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in CONFIG_CLASSES:
+        print(f"usage: ranklog-check-config {{{'|'.join(CONFIG_CLASSES)}}} FILE", file=sys.stderr)
+        return 2
+    component, path = argv
+    from ranklog.config import load_config
+    from ranklog.errors import UserError
+
+    module_name, class_name = CONFIG_CLASSES[component]
+    config_class = getattr(importlib.import_module(module_name), class_name)
+    try:
+        load_config(config_class, path)
+    except UserError as exc:
+        print(f"ranklog {component} config: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,141 @@
+"""Session fixtures of the container test: engine, base image, wheels, cluster, converged rollout.
+
+Four systemd containers (node1–3 training nodes, mon1 archive + monitoring) and a webhook receiver
+container share one `--internal` network. The first `site.yml` run happens once per session (in
+`converged`); the tests then check idempotence, check mode, the hosts, and the data path.
+Timings of each phase are printed at the end of the session (cold vs warm base build).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.container import docker_env
+from tests.container.cluster import Cluster, PlaybookRun
+
+TRAINING_NODES = ["node1", "node2", "node3"]
+MONITORING_HOST = "mon1"
+WEBHOOK_PORT = 9099
+JOBS = Path(__file__).parent / "jobs"
+TIMINGS: dict[str, float] = {}
+
+
+class Timer:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.start = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        TIMINGS[self.name] = round(time.monotonic() - self.start, 1)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if TIMINGS:
+        terminalreporter.section("container test timings (s)")
+        for name, seconds in TIMINGS.items():
+            terminalreporter.write_line(f"{name:<34} {seconds:>7.1f}")
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[None]:
+    """A Docker engine: the running one, or a dockerd started here (and stopped at the end)."""
+    with Timer("dockerd start"):
+        proc = docker_env.start_dockerd()
+    yield
+    docker_env.stop_dockerd(proc)
+
+
+@pytest.fixture(scope="session")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cluster")
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_engine: None) -> str:
+    with Timer("base image (debootstrap or cached)"):
+        return docker_env.build_base_image()
+
+
+@pytest.fixture(scope="session")
+def wheels(run_dir: Path) -> Path:
+    with Timer("wheels (deps cached by pyproject)"):
+        return docker_env.build_wheels(run_dir / "wheels")
+
+
+@pytest.fixture(scope="session")
+def grafana_deb() -> str:
+    """GRAFANA_DEB=path/to/grafana_*.deb runs the Grafana service checks; empty means provisioning only."""
+    path = os.environ.get("GRAFANA_DEB", "")
+    if path and not Path(path).is_file():
+        pytest.fail(f"GRAFANA_DEB={path} is not a file")
+    return path
+
+
+@pytest.fixture(scope="session")
+def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str) -> Iterator[Cluster]:
+    cluster = Cluster(run_dir, base_image, [*TRAINING_NODES, MONITORING_HOST])
+    try:
+        with Timer("containers up (boot + sshd)"):
+            cluster.create()
+            receiver = cluster.run_container(
+                "--name", f"{cluster.prefix}-webhook", "-v", f"{JOBS}:/jobs:ro", base_image,
+                "python3", "-u", "/jobs/webhook_receiver.py", str(WEBHOOK_PORT))
+            cluster.webhook_id = receiver
+            webhook_ip = docker_env.docker("inspect", "-f",
+                                           "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", receiver)
+        mon_ip = cluster.ip(MONITORING_HOST)
+        host_vars = {name: {"ranklog_agent_metrics_listen": f"{cluster.ip(name)}:9465"} for name in TRAINING_NODES}
+        host_vars[MONITORING_HOST] = {
+            "ranklog_archive_listen": f"{mon_ip}:8470",
+            "prometheus_web_listen_address": f"{mon_ip}:9090",
+            "alertmanager_web_listen_address": f"{mon_ip}:9093",
+        }
+        cluster.write_inventory(
+            groups={"training_nodes": TRAINING_NODES, "ranklog_archive": [MONITORING_HOST],
+                    "monitoring": [MONITORING_HOST]},
+            host_vars=host_vars,
+            all_vars={
+                "ranklog_wheel_dir": str(wheels),
+                "grafana_install_method": "deb" if grafana_deb else "none",
+                "grafana_deb_path": grafana_deb,
+                "grafana_admin_password": secrets.token_urlsafe(18),
+                "prometheus_scrape_interval": "2s",
+                "prometheus_evaluation_interval": "2s",
+                "alertmanager_receivers": [{"name": "test-webhook", "webhook_configs": [
+                    {"url": f"http://{webhook_ip}:{WEBHOOK_PORT}/alerts", "send_resolved": False}]}],
+                "alertmanager_route": {"receiver": "test-webhook", "group_by": ["alertname"], "group_wait": "1s",
+                                       "group_interval": "5s", "repeat_interval": "1h"},
+            },
+        )
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def converged(cluster: Cluster) -> PlaybookRun:
+    """The first site.yml run onto fresh containers (must succeed for anything else to make sense)."""
+    with Timer("site.yml first run"):
+        run = cluster.playbook("site.yml")
+    if run.rc != 0 or not run.recap:
+        pytest.fail(f"site.yml failed (rc={run.rc}):\n{run.output[-6000:]}")
+    return run
+
+
+@pytest.fixture(scope="session")
+def archive_url(cluster: Cluster) -> str:
+    return f"http://{cluster.ip(MONITORING_HOST)}:8470"
+
+
+@pytest.fixture(scope="session")
+def token_file(converged: PlaybookRun, cluster: Cluster) -> Path:
+    """The archive token the rollout generated on the controller (owner-only file next to the inventory)."""
+    return cluster.inventory.parent / "credentials" / "ranklog-archive-token"

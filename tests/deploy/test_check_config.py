@@ -1,0 +1,45 @@
+"""The config checker the roles use in `validate:` accepts good files and names the bad key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.deploy.conftest import REPO
+
+CHECKER = REPO / "roles" / "ranklog_install" / "files" / "ranklog_check_config.py"
+GOOD = {
+    "agent": "archive: [http://10.0.0.5:8470]\ntoken_file: /etc/ranklog/agent.token\npreset: [ranklog]\n"
+             "sources: [{glob: '/var/log/app/*.log', format: text}]\nmetrics_listen: 10.0.0.11:9465\n",
+    "archive": "root: /var/lib/ranklog-archive\nlisten: 10.0.0.5:8470\ntoken_file: /etc/ranklog/archive.tokens\n"
+               "retention: {default: 30d, levels: {DEBUG: 7d}}\n",
+}
+
+
+def _check(component: str, path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CHECKER), component, str(path)], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("component", sorted(GOOD))
+def test_good_config_passes(component, tmp_path) -> None:
+    path = tmp_path / f"{component}.yaml"
+    path.write_text(GOOD[component])
+    proc = _check(component, path)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("component", sorted(GOOD))
+def test_unknown_key_fails_naming_it(component, tmp_path) -> None:
+    path = tmp_path / f"{component}.yaml"
+    path.write_text(GOOD[component] + "flush_intervall: 3s\n")
+    proc = _check(component, path)
+    assert proc.returncode == 1
+    assert "flush_intervall" in proc.stderr
+
+
+def test_unknown_component_is_a_usage_error(tmp_path) -> None:
+    proc = _check("grafana", tmp_path / "x.yaml")
+    assert proc.returncode == 2 and "usage" in proc.stderr
