@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
@@ -276,3 +277,25 @@ def count(source: Any, spec: QuerySpec) -> int:
     else:
         total = sum(batch.num_rows for batch in scan(source, unlimited, ["ts"]))
     return total if spec.limit is None else min(total, spec.limit)
+
+
+@contextmanager
+def duckdb_over(source: Any, spec: QuerySpec, columns: list[str]) -> Iterator[Any]:
+    """A DuckDB connection with the matching records (`columns` only, any order) as table `records`.
+
+    Streams from :func:`scan`, so aggregates (stats, integrity) never hold the records in memory.
+    """
+    import duckdb
+    import pyarrow as pa
+
+    schema = pa.schema([arrow_schema().field(name) for name in columns])
+    unordered = dataclasses.replace(spec, order=(), limit=None)
+    reader = pa.RecordBatchReader.from_batches(schema, scan(source, unordered, columns))
+    connection = duckdb.connect()
+    try:
+        connection.execute("SET threads TO 2")
+        connection.execute("SET preserve_insertion_order = false")
+        connection.register("records", reader)
+        yield connection
+    finally:
+        connection.close()

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..record import arrow_schema, format_ts
+from ..record import format_ts
 from . import engine
 from .filters import QuerySpec
 
@@ -75,23 +75,11 @@ def _parse_errors(source: Any, spec: QuerySpec) -> list[dict[str, Any]]:
 
 def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
     """The integrity report as a JSON-ready dict; ``ok`` is False when records are missing."""
-    import duckdb
-    import pyarrow as pa
-
-    schema = pa.schema([arrow_schema().field(name) for name in COLUMNS])
-    unordered = dataclasses.replace(spec, order=(), limit=None)
-    reader = pa.RecordBatchReader.from_batches(schema, engine.scan(source, unordered, COLUMNS))
-    connection = duckdb.connect()
-    try:
-        connection.execute("SET threads TO 2")
-        connection.execute("SET preserve_insertion_order = false")
-        connection.register("records", reader)
+    with engine.duckdb_over(source, spec, COLUMNS) as connection:
         connection.execute(_LOAD)
         records, processes, sources = connection.execute(_SUMMARY).fetchone()
         jumps = connection.execute(_GAPS).fetchall()
         source_rows = connection.execute(_SOURCES).fetchall()
-    finally:
-        connection.close()
     gaps = [{"host": host, "pid": pid, "job": job, "rank": rank, "file": family, "after_seq": prev, "next_seq": seq,
              "missing": missing, "after_ts": format_ts(prev_ts), "next_ts": format_ts(ts)}
             for host, pid, job, rank, family, prev, seq, missing, prev_ts, ts, restart in jumps if not restart]

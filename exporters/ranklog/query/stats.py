@@ -9,10 +9,9 @@ so that the range shows as at most :data:`MAX_BUCKETS` rows (1m, 5m, 15m, 1h, 6h
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from ..record import LEVELS, arrow_schema, format_ts
+from ..record import LEVELS, format_ts
 from . import engine
 from .filters import QuerySpec
 
@@ -43,19 +42,8 @@ def _bucket_for(span_s: float, wanted: float | None) -> int:
 
 def compute_stats(source: Any, spec: QuerySpec, bucket_s: float | None = None) -> dict[str, Any]:
     """Counts per host, level, rank and time bucket as a JSON-ready dict."""
-    import duckdb
-    import pyarrow as pa
-
-    schema = pa.schema([arrow_schema().field(name) for name in COLUMNS])
-    unordered = dataclasses.replace(spec, order=(), limit=None)
-    reader = pa.RecordBatchReader.from_batches(schema, engine.scan(source, unordered, COLUMNS))
-    connection = duckdb.connect()
-    try:
-        connection.execute("SET threads TO 2")
-        connection.register("records", reader)
+    with engine.duckdb_over(source, spec, COLUMNS) as connection:
         rows = connection.execute(_SQL).fetchall()
-    finally:
-        connection.close()
     by_host, by_level, by_rank, by_time = [], {}, [], {}
     for host, level, rank, bucket, is_host, is_level, is_rank, is_time, records, errors in rows:
         if is_host:
