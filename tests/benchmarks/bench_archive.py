@@ -202,6 +202,7 @@ def main() -> int:
           f"median of {runs} run(s)")
     print()
     print(f"{'throughput':<52}{'records/s':>12}{'vs reference':>14}{'wire B/rec':>12}{'CPU-s/M rec':>13}")
+    print("─" * 103)
     for codec in codecs:
         wire = sum(map(len, posts[codec])) / rows
         ack, in_parquet = med(codec, "ack_rate"), med(codec, "parquet_rate")
@@ -216,6 +217,7 @@ def main() -> int:
     flushed, compacted = med(codecs[0], "flushed_bytes"), med(codecs[0], "compacted_bytes")
     print()
     print(f"{'storage':<52}{'bytes/record':>12}{'vs gzip -6':>14}")
+    print("─" * 78)
     print(f"{'raw JSONL (ranklog logger format)':<52}{raw:>12.1f}{raw / gz:>13.2f}x")
     print(f"{'gzip -6 of the raw JSONL':<52}{gz:>12.1f}{1:>13.2f}x")
     print(f"{'archive Parquet, as flushed (zstd-1, arrival order)':<52}{flushed:>12.1f}{flushed / gz:>13.2f}x")
