@@ -47,8 +47,11 @@ def test_rename_rotation_with_gzip_at_high_rate(tmp_path: Path, token_file: Path
     logs.mkdir()
     total = 40_000
     with running_agent([archive.url], token_file, tmp_path / "state", sources=[f"{logs}/app.log*:ranklog"]) as agent:
-        writer = start_writer(logs / "app.log", "--lines", str(total), "--rotate", "rename", "--every", "4000",
-                              "--gzip", "--keep", "3", log_dir=tmp_path)
+        # 8,000 lines/s rotates twice a second; unthrottled, ten rotations (and gzip + delete of the
+        # uncompressed copy) fit in well under a poll period on a loaded CI core, and a file that is
+        # gone before the agent ever saw it cannot be read by any tailer.
+        writer = start_writer(logs / "app.log", "--lines", str(total), "--rate", "8000", "--rotate", "rename",
+                              "--every", "4000", "--gzip", "--keep", "3", log_dir=tmp_path)
         finish(writer)
         assert (logs / "app.log.2.gz").exists() and (logs / "app.log.1").exists()
         agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= total, timeout=90)

@@ -112,11 +112,13 @@ def test_signal_forwarding_reaches_the_child_group_once(tmp_path, wrapped):
         received = []
         signal.signal(signal.SIGTERM, lambda s, f: received.append(s))
         grandchild = subprocess.Popen([sys.executable, "-c",
-            "import signal, sys, time\\n"
+            "import os, signal, sys, time\\n"
             "signal.signal(signal.SIGTERM, lambda s, f: (print('grandchild got TERM', flush=True), sys.exit(0)))\\n"
-            "print('grandchild-ready', flush=True)\\n"
+            "os.write(1, b'grandchild-ready\\\\n')\\n"
             "time.sleep(60)"])
-        print("child-ready", flush=True)
+        # One write() per marker line: with PYTHONUNBUFFERED, print() writes the text and the newline
+        # separately, and the SIGTERM sent as soon as the marker is seen could land in between.
+        os.write(1, b"child-ready\\n")
         deadline = time.monotonic() + 30
         while not received and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 
@@ -82,9 +83,15 @@ def list_log_files(path: str) -> list[tuple[str, object, int]]:
 
 
 def _check_dir(path: str) -> None:
-    if not os.path.exists(path):
-        raise UserError(f"log directory {path}: no such directory")
-    if not os.path.isdir(path):
+    # os.stat, not os.path.exists: a parent the user may not search must read as "permission
+    # denied", not as a missing directory.
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise UserError(f"log directory {path}: no such directory") from None
+    except OSError as exc:
+        raise UserError(f"log directory {path}: cannot read it ({exc.strerror})") from None
+    if not stat.S_ISDIR(mode):
         raise UserError(f"log directory {path}: not a directory")
     try:
         os.listdir(path)
