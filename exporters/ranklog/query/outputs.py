@@ -19,6 +19,7 @@ Decisions:
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import sys
@@ -114,7 +115,7 @@ def json_lines(batch: pa.RecordBatch) -> pa.Array:
     return lines
 
 
-class _Writer:
+class _Writer(abc.ABC):
     """Base: write_batch() for each batch, close() at the end; `rows` counts what was written."""
 
     def __init__(self, stream: IO[bytes]) -> None:
@@ -125,8 +126,9 @@ class _Writer:
         self.rows += batch.num_rows
         self._write(batch)
 
+    @abc.abstractmethod
     def _write(self, batch: pa.RecordBatch) -> None:
-        raise NotImplementedError
+        """Write one batch in this output's format."""
 
     def close(self) -> None:
         self.stream.flush()
