@@ -19,6 +19,10 @@ Both copies carry the same ``ts`` and so land in the same hour partition; a part
 deduplicated by ``(source_id, offset)`` only when its files come from more than one archive id (the
 file-name prefix), which costs nothing in the common single-writer case.
 
+Allocator: scans use jemalloc (the system allocator where pyarrow lacks it). pyarrow's default
+mimalloc pool kept ~90 MB more resident on a streaming export of 600k records (272 vs 182 MiB peak),
+which is memory a query next to a training job should not take.
+
 A raw log directory is parsed with the agent's parsers and filtered with the same expression, so both
 sources give identical answers for the same records. Its time order needs all matches in memory.
 """
@@ -48,6 +52,17 @@ BATCH_ROWS = 65_536
 READAHEAD_BATCHES = 2
 READAHEAD_FILES = 2
 CHUNK_FILES = 8
+
+
+def use_lean_memory_pool() -> None:
+    """Make jemalloc (else the system allocator) pyarrow's default pool: it returns freed memory."""
+    import pyarrow as pa
+
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        pool = pa.system_memory_pool()
+    pa.set_memory_pool(pool)
 
 
 def check_columns(columns: Iterable[str] | None) -> list[str]:
@@ -243,6 +258,7 @@ def _limited(batches: Iterator[pa.RecordBatch], limit: int | None) -> Iterator[p
 def scan(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> Iterator[pa.RecordBatch]:
     """Stream the records matching `spec` as record batches holding `columns` (all when None)."""
     selected = check_columns(columns)
+    use_lean_memory_pool()
     if source.kind == "remote":
         yield from source.scan(spec, selected)
         return
