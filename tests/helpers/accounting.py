@@ -45,9 +45,24 @@ def archived_rows(roots: Iterable[Path], job: str) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def tally(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int]) -> Tally:
-    """Compare the archive with `written` ({(host, pid): lines written})."""
-    rows = archived_rows(roots, job)
+def wal_rows(state_dir: Path, job: str) -> pa.Table:
+    """host, pid, seq, source_id, offset of the rows of `job` still held in an archive's WAL — what it
+    acknowledged and had not flushed to Parquet yet (it flushes them when it starts again)."""
+    from ranklog.archive.ingest import decode
+    from ranklog.archive.wal import Wal
+
+    columns = ["host", "pid", "seq", "source_id", "offset"]
+    tables = [decode(entry.body, entry.content_type, entry.encoding, entry.received_ns, 1 << 30)
+              for entry in Wal(str(Path(state_dir) / "wal"), 1 << 30).replay()]
+    tables = [t.filter(pc.equal(t["job"], job)).select(columns) for t in tables]
+    return pa.concat_tables(tables) if tables else archived_rows([], job)
+
+
+def tally(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int],
+          extra: Sequence[pa.Table] = ()) -> Tally:
+    """Compare the archive (plus `extra` rows, e.g. a stopped archive's WAL) with `written`
+    ({(host, pid): lines written})."""
+    rows = pa.concat_tables([archived_rows(roots, job), *extra])
     keys = rows.group_by(["host", "pid", "seq"]).aggregate([([], "count_all")])
     distinct_found = 0
     for (host, pid), count in written.items():
@@ -60,11 +75,11 @@ def tally(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int]) 
 
 
 def wait_for_archive(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int],
-                     timeout: float = 90.0) -> tuple[Tally, float]:
+                     timeout: float = 90.0, extra: Sequence[pa.Table] = ()) -> tuple[Tally, float]:
     """Poll until every written line is archived (or `timeout`); returns the tally and seconds waited."""
     start = time.monotonic()
-    result = tally(roots, job, written)
+    result = tally(roots, job, written, extra)
     while result.lost and time.monotonic() - start < timeout:
         time.sleep(0.5)
-        result = tally(roots, job, written)
+        result = tally(roots, job, written, extra)
     return result, time.monotonic() - start

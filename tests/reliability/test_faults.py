@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.accounting import wait_for_archive
+from tests.helpers.accounting import wait_for_archive, wal_rows
 from tests.helpers.agent_proc import running_agent
 from tests.helpers.archive_proc import running_archive
 from tests.reliability.conftest import SOAK
@@ -260,8 +260,11 @@ def test_clock_skew_between_nodes(tmp_path, token_file, record_row):
 
 def test_three_archives_six_agents_one_archive_killed(tmp_path, token_file, record_row):
     """Three archive instances on one shared root, six agents with the endpoint list; one archive is
-    SIGKILLed mid-stream and stays down: agents fail over, the union holds every record exactly once,
-    and `ranklog query` over the shared root counts exactly what was written."""
+    SIGKILLed mid-stream and stays down for the rest of the stream: agents fail over, and every
+    record is either in the shared root or in the dead archive's WAL (acknowledged = durable; a
+    killed archive's last unflushed second waits on its own disk). Restarted, as systemd does, it
+    flushes that WAL: the union then holds every record exactly once and `ranklog query` over the
+    shared root counts exactly what was written."""
     from contextlib import ExitStack
 
     job, root = "scale-out", tmp_path / "shared-root"
@@ -271,29 +274,35 @@ def test_three_archives_six_agents_one_archive_killed(tmp_path, token_file, reco
             root, token_file, extra_args=["--archive-id", f"arch{i}", "--state-dir", str(tmp_path / f"state-arch{i}")],
             log_path=tmp_path / f"arch{i}.log")) for i in range(3)]
         urls = [a.url for a in archives]
-        writers, agents = [], []
-        for i in range(6):
-            logs = tmp_path / f"node{i}"
-            agents.append(stack.enter_context(running_agent(urls, token_file, tmp_path / f"agent-state{i}",
-                                                            sources=[f"{logs}/**/*.jsonl*:ranklog"])))
-            writers.append(start_writer(logs, job, f"node{i}", rate=3_000, seconds=seconds, rank=i))
+        # All agents first, then all writers at once: the kill lands half-way through every stream.
+        agents = [stack.enter_context(running_agent(urls, token_file, tmp_path / f"agent-state{i}",
+                                                    sources=[f"{tmp_path / f'node{i}'}/**/*.jsonl*:ranklog"]))
+                  for i in range(6)]
+        writers = [start_writer(tmp_path / f"node{i}", job, f"node{i}", rate=3_000, seconds=seconds, rank=i)
+                   for i in range(6)]
         time.sleep(seconds / 2)
         archives[1].stop(signal.SIGKILL)
         killed_at = time.monotonic()
         written: dict[tuple[str, int], int] = {}
         for proc in writers:
             written.update(finish_writer(proc))
-        tally, _ = wait_for_archive([root], job, written, timeout=120)
+        in_wal = wal_rows(tmp_path / "state-arch1", job)
+        while_down, _ = wait_for_archive([root], job, written, timeout=60, extra=[in_wal])
         recovery = time.monotonic() - killed_at
         failovers = sum(agent.scrape().value("ranklog_agent_ship_failures_total") for agent in agents)
+        archives[1].start()
+        tally, _ = wait_for_archive([root], job, written, timeout=60)
     counted = subprocess.run([sys.executable, "-m", "ranklog", "query", "--archive", str(root), "--job", job, "--count"],
                              capture_output=True, text=True, timeout=120)
     record_row(Row("3 archives, 6 agents, 1 archive killed", f"{seconds} s, six writers at 3,000 lines/s each, one "
-                   "agent per writer with all three endpoints; archive 2 of 3 SIGKILLed half-way and left down",
+                   "agent per writer with all three endpoints; archive 2 of 3 SIGKILLed half-way, down for the "
+                   "rest of the stream, then restarted",
                    "union of the shared root vs writer seq; `ranklog query --count` over the root",
                    tally.written, tally.archived, tally.lost, tally.duplicated, recovery,
-                   f"{failovers:.0f} failed attempts rerouted; query --count = {counted.stdout.strip()}; "
-                   "recovery = kill → all archived (stream still running)"))
+                   f"{failovers:.0f} failed attempts rerouted; while down, {in_wal.num_rows} acknowledged "
+                   f"records waited in the dead archive's WAL (lost otherwise: {while_down.lost}); "
+                   f"query --count = {counted.stdout.strip()}; recovery = kill → all archived or in that WAL"))
+    assert while_down.lost == 0, while_down
     assert tally.lost == 0, tally
     # Rows stored twice by two archives (a lost ACK during the kill) are allowed on disk only if the
     # reader folds them: what query returns must be exact.
