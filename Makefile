@@ -47,7 +47,7 @@ demo: system venv
 
 # pytest's exit status 5 ("no tests collected") is a failure here, never a silent pass.
 test: system venv
-	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest $(PYTEST_ARGS) tests; rc=$$?; \
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest --durations=20 $(PYTEST_ARGS) tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests — failing"; exit 1; fi; exit $$rc
 
 test-fast: venv
