@@ -80,6 +80,8 @@ class ArchiveConfig:
     flush_rows: int = field(default=2_000_000, metadata={"help": "flush early when this many rows are pending"})
     max_pending_bytes: int = field(default=1024**3, metadata={
         "unit": "size", "help": "503 while this much ACKed data waits for Parquet"})
+    background_nice: int = field(default=10, metadata={
+        "help": "nice value added to the flush and compaction threads so ingest gets the CPU first (0: off)"})
     max_inflight_requests: int = field(default=64, metadata={"help": "429 beyond this many concurrent ingests"})
     wal_segment_size: int = field(default=128 * 1024**2, metadata={"unit": "size", "help": "WAL segment rotation size"})
     snapshot_interval: float = field(default=30.0, metadata={
@@ -109,6 +111,8 @@ class ArchiveConfig:
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key go together")
         self.listen_address()
+        if not 0 <= self.background_nice <= 19:
+            raise ValueError(f"background_nice: {self.background_nice} must be between 0 and 19")
         for name in ("flush_interval", "snapshot_interval", "compaction_interval"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive")

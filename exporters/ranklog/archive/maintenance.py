@@ -15,6 +15,7 @@ import time
 from .compaction import compact
 from .config import ArchiveConfig
 from .retention import apply_retention
+from .scheduling import lower_current_thread
 from .storage import Clock, DiskProbe, Storage
 
 log = logging.getLogger("ranklog.archive.maintenance")
@@ -40,6 +41,7 @@ class Maintenance:
             self._thread.join(timeout=120)
 
     def _loop(self) -> None:
+        lower_current_thread(self.config.background_nice)
         while not self._stop.is_set():
             self.run_due()
             self._stop.wait(min(1.0, self.config.compaction_interval))

@@ -31,6 +31,7 @@ from . import journal
 from .config import ArchiveConfig
 from .dedup import DedupIndex
 from .ingest import decode
+from .scheduling import lower_current_thread
 from .storage import Storage, temp_name, write_atomic
 from .wal import Wal, WalFailure
 from .writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
@@ -144,6 +145,7 @@ class Pipeline:
 
     # --- flush (background thread) -------------------------------------------------------------
     def _flush_loop(self) -> None:
+        lower_current_thread(self.config.background_nice)
         while not self._stop.is_set():
             self._wake.wait(self.config.flush_interval)
             self._wake.clear()
