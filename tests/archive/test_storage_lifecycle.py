@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from ranklog.archive import journal
-from ranklog.archive.compaction import plan
+from ranklog.archive.compaction import compact, plan
 from ranklog.archive.storage import HOUR_NS, Storage, temp_name, write_atomic
-from ranklog.archive.writer import SORT_KEYS, write_parquet
+from ranklog.archive.writer import SORT_KEYS, is_compacted, write_parquet
 from ranklog.record import arrow_schema, rows_to_table
 from tests.helpers.archive_proc import read_archive
 
@@ -62,6 +62,30 @@ def test_closed_hours_are_compacted_into_one_sorted_file(start_archive):
     assert by_key(read_archive(archive.root)).equals(by_key(table))
     assert metric(archive, "ranklog_archive_compactions_total") == 1
     assert not (archive.root / "_ranklog" / "t1" / journal.REPLACE_JOURNAL).exists()
+    time.sleep(1.0)  # five more compaction passes: the small compacted file is left alone
+    assert _hour_files(archive.root) == files and metric(archive, "ranklog_archive_compactions_total") == 1
+
+
+def test_a_lone_flush_file_is_compacted_once(tmp_path):
+    """An hour one flush covered still gets sorted and recompressed — and only once."""
+    from tests.helpers.corpus import generate
+
+    storage = Storage(str(tmp_path / "root"), "t1")
+    table = generate(5000, start_ns=PAST_NS, span_s=3000, hosts=2, ranks_per_host=4, seed=12)
+    flushed = storage.new_file_path(PAST_NS // HOUR_NS)
+    write_parquet(storage, table, temp_name(flushed))
+    storage.rename(temp_name(flushed), flushed)
+    now, state = PAST_NS / 1e9 + 3 * 3600, tmp_path / "state"
+    state.mkdir()
+    assert compact(storage, str(state), now, delay=600, target=128 * 10**6) == 1
+    [stored] = storage.list_files(own_only=True)
+    assert stored.path != flushed and is_compacted(storage, stored.path)
+    merged = pq.read_table(stored.path)
+    order = merged.select(list(SORT_KEYS)).to_pylist()
+    assert order == sorted(order, key=lambda row: tuple(row[k] for k in SORT_KEYS))
+    assert by_key(merged).equals(by_key(table))
+    assert compact(storage, str(state), now, delay=600, target=128 * 10**6) == 0
+    assert [f.path for f in storage.list_files(own_only=True)] == [stored.path]
 
 
 def _kill_when(archive, appears, timeout: float = 20.0) -> bool:
@@ -172,7 +196,7 @@ def test_compaction_plan_groups_small_files_of_closed_hours():
               StoredFile("/r/o2.parquet", 10, open_)]
     groups = plan(files, now, delay=600, target=100)
     assert [[f.path for f in g] for g in groups] == [["/r/a0.parquet", "/r/a1.parquet"],
-                                                      ["/r/a2.parquet", "/r/a3.parquet"]]
+                                                      ["/r/a2.parquet", "/r/a3.parquet"], ["/r/a4.parquet"]]
 
 
 @pytest.mark.slow

@@ -3,7 +3,10 @@
 An hour is closed `compaction_delay` after it ends (late records from a lagging agent still land
 as small files afterwards; the next pass merges them too). Files below half the target size are
 candidates; they are grouped greedily so that each output stays near `compaction_target_size`,
-re-sorted (writer.SORT_KEYS) and written with a higher zstd level. Each merge is one journal
+re-sorted (writer.SORT_KEYS) and written with a higher zstd level. A group of one file is rewritten
+too when it is a flush file (an hour a single flush covered, or a leftover after grouping): flush
+files are unsorted zstd-1, about 1.6× the compacted size; compaction outputs carry a footer mark
+(writer.is_compacted) so a small compacted hour is never rewritten again. Each merge is one journal
 transaction (see journal.py): write + fsync the output, commit, rename, delete the inputs — a
 crash at any point leaves either the inputs or the output visible, never both, never neither.
 Only files named with this instance's archive id are touched, so instances can share a root.
@@ -21,7 +24,14 @@ import pyarrow.parquet as pq
 from ..record import arrow_schema
 from . import journal
 from .storage import Storage, StoredFile, temp_name
-from .writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, sort_records, write_parquet
+from .writer import (
+    COMPACTION_PAGE_BYTES,
+    COMPACTION_ROW_GROUP_ROWS,
+    COMPACTION_ZSTD_LEVEL,
+    is_compacted,
+    sort_records,
+    write_parquet,
+)
 
 log = logging.getLogger("ranklog.archive.compaction")
 
@@ -37,7 +47,8 @@ def row_count(storage: Storage, path: str) -> int:
 
 
 def plan(files: list[StoredFile], now: float, delay: float, target: int) -> list[list[StoredFile]]:
-    """Groups of ≥ 2 small files of closed hours, each group ≈ `target` bytes or less."""
+    """Groups of small files of closed hours, each group ≈ `target` bytes or less (a group of one is
+    merged only if that file is not a compaction output: see :func:`compact`)."""
     by_hour: dict[float, list[StoredFile]] = defaultdict(list)
     for stored in files:
         if stored.hour_start + 3600 + delay <= now and stored.size < target // 2:
@@ -53,7 +64,7 @@ def plan(files: list[StoredFile], now: float, delay: float, target: int) -> list
             current.append(stored)
             size += stored.size
         groups.append(current)
-    return [group for group in groups if len(group) >= 2]
+    return [group for group in groups if group]
 
 
 def merge(storage: Storage, state_dir: str, group: list[StoredFile]) -> str:
@@ -61,7 +72,8 @@ def merge(storage: Storage, state_dir: str, group: list[StoredFile]) -> str:
     table = sort_records(pa.concat_tables([read_file(storage, stored.path) for stored in group]))
     final = storage.new_file_path(int(group[0].hour_start // 3600))
     temp = temp_name(final)
-    write_parquet(storage, table, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS, COMPACTION_PAGE_BYTES)
+    write_parquet(storage, table, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS, COMPACTION_PAGE_BYTES,
+                  compacted=True)
     if row_count(storage, temp) != table.num_rows:
         storage.delete(temp)
         raise OSError(f"compaction output {temp} lost rows; inputs kept")
@@ -75,6 +87,8 @@ def compact(storage: Storage, state_dir: str, now: float, delay: float, target: 
     """One compaction pass; returns the number of merges done."""
     merges = 0
     for group in plan(storage.list_files(own_only=True), now, delay, target):
+        if len(group) == 1 and is_compacted(storage, group[0].path):
+            continue
         output = merge(storage, state_dir, group)
         merges += 1
         if metrics is not None:
