@@ -62,7 +62,9 @@ def tally(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int],
           extra: Sequence[pa.Table] = ()) -> Tally:
     """Compare the archive (plus `extra` rows, e.g. a stopped archive's WAL) with `written`
     ({(host, pid): lines written})."""
-    rows = pa.concat_tables([archived_rows(roots, job), *extra])
+    tables = [archived_rows(roots, job), *extra]
+    schema = pa.schema([field.with_nullable(True) for field in tables[0].schema])  # files and WAL differ in nullability
+    rows = pa.concat_tables([table.cast(schema) for table in tables])
     keys = rows.group_by(["host", "pid", "seq"]).aggregate([([], "count_all")])
     distinct_found = 0
     for (host, pid), count in written.items():
