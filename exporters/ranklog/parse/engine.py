@@ -48,8 +48,22 @@ _ROW_FIELDS = frozenset(FIELDS) - {"source", "source_id", "offset", "format", "a
 
 @dataclass(frozen=True)
 class Layout:
+    """A line layout: an RE2 `pattern` with named groups, and optionally its `fast` twin.
+
+    RE2 extracts groups ~3× cheaper when a pattern is *one-pass* (anchored, every byte decides the
+    next step, at most 4 groups) than with its backtracker. A layout whose natural pattern is not
+    one-pass (a lazy ``.*?`` that must look ahead) may name a one-pass `fast` pattern that matches a
+    subset of its lines with the very same groups and values; it is tried first, and the natural
+    pattern only sees the lines the twin left over, so the result is that of `pattern` alone.
+    """
+
     name: str
     pattern: str
+    fast: str | None = None
+
+    @property
+    def patterns(self) -> tuple[str, ...]:
+        return (self.fast, self.pattern) if self.fast else (self.pattern,)
 
 
 @dataclass(frozen=True)
@@ -125,12 +139,12 @@ def _match_layouts(body: pa.Array, fmt: TextFormat, tz: str, read_time_ns: int) 
     n = len(body)
     remaining = np.ones(n, dtype=bool)
     parts: dict[str, list[tuple[np.ndarray, pa.Array]]] = {}
-    for layout in fmt.layouts:
+    for pattern in (pattern for layout in fmt.layouts for pattern in layout.patterns):
         rows = np.flatnonzero(remaining)
         if not len(rows):
             break
         subset = body if len(rows) == n else body.take(pa.array(rows))
-        found = pc.extract_regex(subset, layout.pattern)
+        found = pc.extract_regex(subset, pattern)
         valid = np.asarray(found.is_valid())
         if not valid.any():
             continue

@@ -30,7 +30,10 @@ TS = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
 LEVEL_WORD = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|NOTICE"
 
 PYTHON_LAYOUTS: tuple[Layout, ...] = (
-    Layout("asctime-name-level", rf"^(?P<ts>{TS}) - (?P<logger>[^ ].*?) - (?P<level>{LEVEL_WORD}) - (?P<msg>.*)$"),
+    # fast twin: a logger name without spaces cannot hide a shorter " - LEVEL - " match, so the lazy
+    # pattern would give the very same groups
+    Layout("asctime-name-level", rf"^(?P<ts>{TS}) - (?P<logger>[^ ].*?) - (?P<level>{LEVEL_WORD}) - (?P<msg>.*)$",
+           fast=rf"^(?P<ts>{TS}) - (?P<logger>[^ ]+) - (?P<level>{LEVEL_WORD}) - (?P<msg>.*)$"),
     Layout("hydra", rf"^\[(?P<ts>{TS})\]\[(?P<logger>[^\]]*)\]\[(?P<level>{LEVEL_WORD})\] - (?P<msg>.*)$"),
     Layout("loguru", rf"^(?P<ts>{TS}) \| (?P<level>{LEVEL_WORD}|SUCCESS) *\| (?P<logger>\S+?)(?::(?P<function>[^:\s]+):(?P<line>\d+))? - (?P<msg>.*)$"),
     Layout("ray-python", rf"^(?P<ts>{TS})\s+(?P<level>{LEVEL_WORD}) (?P<file>[\w.\-]+:\d+) -- (?P<msg>.*)$"),
