@@ -32,7 +32,7 @@ def test_traceback_joins_its_record_and_the_last_record_is_flushed(tmp_path: Pat
     path.write_bytes(FIRST)
     with scripted_archive() as archive, running_agent([archive.url], token_file, tmp_path / "state",
                                                       sources=[f"{logs}/*.log:python"]) as agent:
-        # The traceback may continue: its record ships once the file stays quiet (idle_final, 1 s).
+        # The traceback may continue: its record ships once the file stays quiet (idle_final, 0.5 s).
         scrape = agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 2, timeout=30)
         with path.open("ab") as handle:
             handle.write(SECOND)

@@ -54,3 +54,54 @@ def test_nan_metric_is_exported_and_step_never_goes_back() -> None:
     observer.observe(older)  # re-read old data (after a restart) does not move the step back
     assert _get(metrics, "ranklog_training_step", job="", rank="0") == 7
     assert _get(metrics, "ranklog_last_record_timestamp_seconds", job="", rank="0") == 1_796_212_800
+
+
+def test_one_search_per_batch_finds_what_per_row_matching_finds() -> None:
+    """The batch-wide search (anchors and word boundaries dropped, all messages back to back) misses
+    no signature a row carries: anchored ones at a value's start, ones in `exc`, ones between plain rows."""
+    from collections import Counter
+
+    from ranklog import signatures
+    from ranklog.agent.observe import _block_prefilter
+
+    failures = [CUDA_OOM, CUDA_ERROR, NCCL_ERROR, RAY_ACTOR_DIED, RAY_OOM_KILL, nccl_watchdog(3),
+                "grad_norm is not finite", "ValueError: bad", "step 3 loss: nan", "actor/pg_loss:nan"]
+    for text in failures:
+        flagged = pc.match_substring_regex(pa.array(["plain wordy text", text, "more"]),
+                                           _block_prefilter())
+        assert flagged.to_pylist()[1], text
+    rows = [{"msg": f"ordinary step {i} done", "rank": i % 4, "job": "j"} for i in range(200)]
+    for k, text in enumerate(failures):
+        rows[7 + 19 * k] = {"msg": text, "rank": k % 4, "job": "j"}
+    rows[150] = {"msg": "the step failed", "exc": "Traceback (most recent call last):\nRuntimeError: x",
+                 "rank": 1, "job": "j"}
+    metrics, observer = _observer()
+    observer.observe(_batch(rows))
+    expected = Counter()
+    for row in rows:
+        found = signatures.match(f"{row['msg']}\n{row.get('exc') or ''}")
+        if found is not None:
+            expected[(found.name, str(row["rank"]))] += 1
+    assert len(expected) >= 8
+    for (name, rank), count in expected.items():
+        assert _get(metrics, "ranklog_failure_signatures_total", signature=name, job="j", rank=rank) == count
+
+    quiet, quiet_observer = _observer()
+    quiet_observer.observe(_batch([{"msg": "nothing to see", "rank": 0, "job": "j"}] * 50))
+    (family,) = [m for m in quiet.registry.collect() if m.name == "ranklog_failure_signatures"]
+    assert not [s for s in family.samples if s.name.endswith("_total")]
+    assert _get(quiet, "ranklog_log_records_total", level="INFO", job="j", rank="0") == 50
+
+
+def test_observer_thread_observes_in_order_and_drains_on_stop() -> None:
+    from ranklog.agent.observe_thread import ObserverThread
+
+    metrics, observer = _observer()
+    worker = ObserverThread(observer, backlog=2)
+    worker.start()
+    for step in range(1, 21):
+        worker.submit(_batch([{"msg": "m", "rank": 0, "job": "j", "step": step}]))
+    worker.submit(None)
+    worker.stop()
+    assert _get(metrics, "ranklog_log_records_total", level="INFO", job="j", rank="0") == 20
+    assert _get(metrics, "ranklog_training_step", job="j", rank="0") == 20

@@ -139,3 +139,30 @@ def test_other_errors_back_off_and_retry(tmp_path: Path, status: int) -> None:
     reason = "rejected" if status == 400 else "http_5xx"
     assert _value(metrics, "ranklog_agent_ship_failures_total", reason=reason) == 1
     assert archive.accepted_rows == 2
+
+
+# frame magic numbers, little-endian, as they open each compressed Arrow buffer
+_FRAME_MAGIC = {"lz4": b"\x04\x22\x4d\x18", "zstd": b"\x28\xb5\x2f\xfd"}
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_request_codec_is_configurable_and_the_archive_decodes_it(tmp_path: Path, compression: str) -> None:
+    from ranklog.agent.ship import encode
+    from ranklog.archive.ingest import read_arrow_stream
+
+    body = encode([_batch(50)], arrow_schema(), compression)
+    other = next(name for name in _FRAME_MAGIC if name != compression)
+    assert _FRAME_MAGIC[compression] in body and _FRAME_MAGIC[other] not in body
+    assert read_arrow_stream(body).column("msg").to_pylist() == [f"line {i}" for i in range(50)]
+    with scripted_archive() as archive:
+        shipper, _, acks = _shipper(tmp_path, [archive.url], compression=compression)
+        try:
+            shipper.submit(Chunk("h:1:2:ab", 0, 100, {}, _batch(50), 50))
+            assert len(_wait_acked(shipper, acks, 1)) == 1
+        finally:
+            shipper.stop()
+    assert archive.tables[0].column("msg").to_pylist() == [f"line {i}" for i in range(50)]
+
+
+def test_lz4_is_the_default_codec() -> None:
+    assert AgentConfig().compression == "lz4"

@@ -6,7 +6,8 @@ Data path, one module per step:
 - :mod:`.discover` — polling discovery (250 ms) in its own thread, opening new files at once;
 - :mod:`.identity`, :mod:`.tail`, :mod:`.tracker` — file identity (dev+inode+head checksum), rotation,
   truncation, deletion; reading and parsing (``ranklog.parse``) into Arrow record batches;
-- :mod:`.observe` — Prometheus metrics from each parsed batch (vectorized);
+- :mod:`.observe`, :mod:`.observe_thread` — Prometheus metrics from each parsed batch (vectorized, on a
+  thread of their own);
 - :mod:`.ship`, :mod:`.endpoints`, :mod:`.backpressure` — batching, POST /v1/ingest, fail-over,
   backoff, bounded memory;
 - :mod:`.acks`, :mod:`.checkpoint` — checkpoints that advance only over acknowledged bytes;

@@ -3,7 +3,15 @@
 Defaults are what a production node wants without tuning: 4 MB / 250 ms batches (≤ 1 s latency at
 low rates, big compressed requests at high rates), 2 MB reads (large enough to vectorize, small
 enough that polls and acks are served every fraction of a second), 64 MB of unacknowledged data
-before reading pauses, a 250 ms discovery poll (new files are picked up well within a second).
+before reading pauses, a 250 ms discovery poll (new files are picked up well within a second), and
+a record that may still grow (a traceback can follow it) is shipped after 0.5 s of quiet: with the
+batch latency that keeps the last record of a burst under the 1 s latency target (logging writes a
+record and its traceback in one write, so its lines do not arrive seconds apart).
+
+Requests are lz4-compressed by default. Measured on ranklog JSON lines (CPU-s per million lines):
+lz4 costs the agent 0.27 to encode and the archive 0.12 to decode, zstd 0.47–0.73 and 0.28; lz4
+bodies are 64 bytes per line against zstd's 32 (the lines themselves: 216). The agent's CPU is the
+scarcer resource on a training node, so lz4; ``compression: zstd`` halves the bytes on the wire.
 """
 
 from __future__ import annotations
@@ -91,7 +99,7 @@ class AgentConfig:
     read_chunk: int = field(default=2_000_000, metadata={"unit": "size", "help": "bytes read from one file per turn"})
     max_unacked_bytes: int = field(default=64_000_000, metadata={"unit": "size", "help": "pause reading above this"})
     poll_interval: float = field(default=0.25, metadata={"unit": "duration", "help": "discovery/stat poll period"})
-    idle_final: float = field(default=1.0, metadata={"unit": "duration", "help": "flush a pending record after this quiet time"})
+    idle_final: float = field(default=0.5, metadata={"unit": "duration", "help": "flush a pending record after this quiet time"})
     rotate_grace: float = field(default=2.0, metadata={"unit": "duration", "help": "keep a rotated file this long after EOF"})
     checkpoint_interval: float = field(default=0.5, metadata={"unit": "duration", "help": "max checkpoint write rate"})
     request_timeout: float = field(default=30.0, metadata={"unit": "duration"})
@@ -99,6 +107,8 @@ class AgentConfig:
     backoff_max: float = field(default=30.0, metadata={"unit": "duration"})
     unauthorized_retry: float = field(default=60.0, metadata={"unit": "duration", "help": "re-try a 401 endpoint after"})
     senders: int = field(default=2, metadata={"help": "concurrent requests in flight"})
+    compression: str = field(default="lz4", metadata={"choices": ("lz4", "zstd"),
+                                                      "help": "Arrow IPC buffer codec of requests"})
     tls_ca: str = field(default="", metadata={"help": "CA bundle to verify the archive's certificate"})
     tls_verify: bool = field(default=True, metadata={"help": "verify the archive's TLS certificate"})
     max_jobs: int = field(default=32, metadata={"help": "label budget: distinct job values"})

@@ -1,8 +1,10 @@
 """Metrics read from the logs themselves, updated once per parsed batch with vectorized work.
 
 Per batch: one group-by gives records by (level, job, rank), the newest event time and the latest
-training step per (job, rank); one RE2 pass (``pyarrow.compute.match_substring_regex`` over ``msg``
-and ``exc``) finds the few rows that may carry a failure signature, and only those are matched in
+training step per (job, rank); one RE2 search over all of a batch's ``msg`` (and ``exc``) bytes at
+once tells whether any row may carry a failure signature (almost never; one search per row cost
+0.3–0.4 CPU-s per million lines), and only then one RE2 pass per row
+(``pyarrow.compute.match_substring_regex``) finds the few candidate rows, which are matched in
 Python with :func:`ranklog.signatures.match`; only rows whose ``attrs`` mention an allow-listed
 training metric name are JSON-decoded. Python work is per group or per matching row, never per line.
 
@@ -23,15 +25,26 @@ from typing import Any
 
 from .. import signatures
 from ..metrics import LabelBudget
+from ..parse.arrowbytes import values_as_one
 
 _LOOKAROUND = re.compile(r"\(\?<?[!=][^)]*\)")
 _METRIC_CONTAINERS = ("data", "metrics")
 _NON_FINITE = frozenset({"nan", "inf", "-inf", "+inf", "infinity", "-infinity"})
 
 
+_ANCHOR = re.compile(r"(?<!\\)\\[bB]|(?<![\\\[])\^|(?<!\\)\$")
+
+
 def _signature_prefilter() -> str:
     """One RE2 pattern matching a superset of every signature (lookarounds dropped: RE2 lacks them)."""
     return "(?m)" + "|".join(f"(?:{_LOOKAROUND.sub('', sig.pattern)})" for sig in signatures.SIGNATURES)
+
+
+def _block_prefilter() -> str:
+    """The prefilter without anchors and word boundaries: it can search all values of a column at
+    once (values_as_one), where value starts and ends are not line starts and ends. Dropping them
+    only widens what matches (the signatures use ``^``, ``$`` and ``\\b`` outside brackets only)."""
+    return "|".join(f"(?:{_ANCHOR.sub('', _LOOKAROUND.sub('', sig.pattern))})" for sig in signatures.SIGNATURES)
 
 
 def _label(value: Any) -> str:
@@ -47,6 +60,7 @@ class BatchObserver:
         self.allowed = frozenset(training_metrics)
         self._pc = pc
         self._signature_regex = _signature_prefilter()
+        self._block_regex = _block_prefilter()
         self._metric_regex = "|".join(re.escape(json.dumps(name)) for name in sorted(self.allowed)) or None
         self._last_ts: dict[tuple[str, str], float] = {}
         self._step_ts: dict[tuple[str, str], int] = {}
@@ -100,8 +114,16 @@ class BatchObserver:
                 self._step_ts[key] = ts_ns
                 self.m.training_step.labels(job=key[0], rank=key[1]).set(step)
 
+    def _may_carry_signature(self, column) -> bool:
+        if column.null_count == len(column):
+            return False
+        return bool(self._pc.match_substring_regex(values_as_one(column), self._block_regex)[0].as_py())
+
     def _signatures(self, table) -> None:
         pc = self._pc
+        # the usual batch carries none: one search over all its messages instead of one per message
+        if not (self._may_carry_signature(table["msg"]) or self._may_carry_signature(table["exc"])):
+            return
         mask = pc.fill_null(pc.match_substring_regex(table["msg"], self._signature_regex), False)
         if table["exc"].null_count < table.num_rows:
             mask = pc.or_(mask, pc.fill_null(pc.match_substring_regex(table["exc"], self._signature_regex), False))

@@ -1,9 +1,10 @@
 """The agent's main loop: discover → tail → parse → observe → ship, acknowledgements → checkpoints.
 
-One thread reads, parses and updates metrics (pyarrow releases the GIL in its kernels); ``senders``
-threads encode and POST requests. Acknowledged chunks come back through a queue and only the main
-thread touches tracked files and checkpoints, so there is no shared mutable state but that queue and
-the in-flight byte budget. On stop, reading ends, what was already read gets ``shutdown_timeout``
+One thread reads and parses, one updates metrics from the parsed batches (:mod:`.observe_thread`;
+pyarrow releases the GIL in its kernels, so they overlap); ``senders`` threads encode and POST
+requests. Acknowledged chunks come back through a queue and only the main thread touches tracked
+files and checkpoints, so there is no shared mutable state but those queues and the in-flight byte
+budget. On stop, reading ends, what was already read gets ``shutdown_timeout``
 seconds to be acknowledged, and the checkpoint is written; anything not acknowledged by then is
 simply read again at the next start.
 """
@@ -23,6 +24,7 @@ from .checkpoint import CheckpointStore, CheckpointWriter
 from .config import AgentConfig
 from .discover import Discovery, DiscoveryThread
 from .observe import BatchObserver
+from .observe_thread import ObserverThread
 from .presets import all_sources
 from .ship import Shipper
 from .tracker import FileTracker
@@ -39,7 +41,7 @@ class Agent:
         self.metrics = create("agent", registry)
         self.budget = InflightBudget(cfg.max_unacked_bytes, self.metrics.agent_reading_paused)
         labels = LabelBudget(self.metrics.metric_label_overflow, cfg.max_jobs, cfg.max_ranks, cfg.max_metric_names)
-        self.observer = BatchObserver(self.metrics, labels, cfg.training_metrics)
+        self.observer = ObserverThread(BatchObserver(self.metrics, labels, cfg.training_metrics))
         self._acks: queue.SimpleQueue[list[Chunk]] = queue.SimpleQueue()
         self.shipper = Shipper(cfg, self.metrics, self._acks.put, arrow_schema())
         self.store = CheckpointStore(cfg.state_dir)
@@ -54,6 +56,7 @@ class Agent:
         self.writer = CheckpointWriter(self.store)
         self.discovery.scan_once()
         self.discovery.start()
+        self.observer.start()
         self.shipper.start()
         next_poll = last_save = 0.0
         try:
@@ -100,7 +103,7 @@ class Agent:
 
     def _submit_all(self, chunks: list[Chunk]) -> None:
         for chunk in chunks:
-            self.observer.observe(chunk.batch)
+            self.observer.submit(chunk.batch)
             self.budget.take(chunk.nbytes)
             self.shipper.submit(chunk)
 
@@ -140,6 +143,7 @@ class Agent:
 
     def _shutdown(self) -> None:
         self.discovery.stop()
+        self.observer.stop()
         self.shipper.tick(force=True)
         deadline = time.monotonic() + self.cfg.shutdown_timeout
         while self.budget.inflight > 0 and time.monotonic() < deadline:

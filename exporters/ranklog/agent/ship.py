@@ -1,6 +1,6 @@
 """Shipping: batch parsed chunks into requests and POST them to an archive until one acknowledges.
 
-A request is an Arrow IPC stream (zstd-compressed buffers) of the chunks' record batches, sent as
+A request is an Arrow IPC stream (lz4- or zstd-compressed buffers) of the chunks' record batches, sent as
 ``POST <url>/v1/ingest`` with the bearer token. Requests are cut per preferred endpoint when they
 hold ``batch_bytes`` raw bytes or their oldest chunk waited ``batch_latency``. ``senders`` threads
 send concurrently. A request is never dropped: every failure is counted by reason and retried on the
@@ -36,12 +36,12 @@ class Request:
     started: float = field(default_factory=time.monotonic)
 
 
-def encode(batches: list, schema) -> bytes:
-    """One Arrow IPC stream with zstd-compressed buffers."""
+def encode(batches: list, schema, compression: str = "lz4") -> bytes:
+    """One Arrow IPC stream with compressed buffers (lz4 or zstd; see AgentConfig.compression)."""
     import pyarrow as pa
 
     sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+    with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as writer:
         for batch in batches:
             writer.write_batch(batch if batch.schema.equals(schema) else batch.cast(schema))
     return sink.getvalue()
@@ -136,13 +136,14 @@ class Shipper:
         """The request's records as `parts` bodies of about equal row counts."""
         batches = [c.batch for c in request.chunks if c.rows]
         if parts <= 1:
-            return [encode(batches, self._schema)]
+            return [encode(batches, self._schema, self._cfg.compression)]
         import pyarrow as pa
 
         table = pa.Table.from_batches([b if b.schema.equals(self._schema) else b.cast(self._schema) for b in batches],
                                       schema=self._schema)
         step = max(1, -(-table.num_rows // parts))
-        return [encode(table.slice(i, step).to_batches(), self._schema) for i in range(0, table.num_rows, step)]
+        return [encode(table.slice(i, step).to_batches(), self._schema, self._cfg.compression)
+                for i in range(0, table.num_rows, step)]
 
     def _deliver(self, client, request: Request) -> bool:
         """Send until acknowledged; False only when the agent is stopping."""
