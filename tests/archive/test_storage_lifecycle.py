@@ -66,8 +66,10 @@ def test_closed_hours_are_compacted_into_one_sorted_file(start_archive):
     assert _hour_files(archive.root) == files and metric(archive, "ranklog_archive_compactions_total") == 1
 
 
-def test_a_lone_flush_file_is_compacted_once(tmp_path):
-    """An hour one flush covered still gets sorted and recompressed — and only once."""
+@pytest.mark.parametrize("target", [128 * 10**6, 1000], ids=["small-file", "file-above-half-the-target"])
+def test_a_lone_flush_file_is_compacted_once(tmp_path, target):
+    """An hour one flush covered still gets sorted and recompressed — and only once, whether the
+    flush file is small or as large as a compaction output."""
     from tests.helpers.corpus import generate
 
     storage = Storage(str(tmp_path / "root"), "t1")
@@ -77,14 +79,14 @@ def test_a_lone_flush_file_is_compacted_once(tmp_path):
     storage.rename(temp_name(flushed), flushed)
     now, state = PAST_NS / 1e9 + 3 * 3600, tmp_path / "state"
     state.mkdir()
-    assert compact(storage, str(state), now, delay=600, target=128 * 10**6) == 1
+    assert compact(storage, str(state), now, delay=600, target=target) == 1
     [stored] = storage.list_files(own_only=True)
     assert stored.path != flushed and is_compacted(storage, stored.path)
     merged = pq.read_table(stored.path)
     order = merged.select(list(SORT_KEYS)).to_pylist()
     assert order == sorted(order, key=lambda row: tuple(row[k] for k in SORT_KEYS))
     assert by_key(merged).equals(by_key(table))
-    assert compact(storage, str(state), now, delay=600, target=128 * 10**6) == 0
+    assert compact(storage, str(state), now, delay=600, target=target) == 0
     assert [f.path for f in storage.list_files(own_only=True)] == [stored.path]
 
 
@@ -194,9 +196,12 @@ def test_compaction_plan_groups_small_files_of_closed_hours():
     files = [StoredFile(f"/r/a{i}.parquet", 40, closed) for i in range(5)]
     files += [StoredFile("/r/big.parquet", 900, closed), StoredFile("/r/o1.parquet", 10, open_),
               StoredFile("/r/o2.parquet", 10, open_)]
-    groups = plan(files, now, delay=600, target=100)
+    groups = plan(files, now, delay=600, target=100, compacted=lambda path: True)
     assert [[f.path for f in g] for g in groups] == [["/r/a0.parquet", "/r/a1.parquet"],
                                                       ["/r/a2.parquet", "/r/a3.parquet"], ["/r/a4.parquet"]]
+    # a large flush file (not a compaction output) is a candidate too, in a group of its own
+    groups = plan(files, now, delay=600, target=100, compacted=lambda path: path != "/r/big.parquet")
+    assert [[f.path for f in g] for g in groups][-2:] == [["/r/a4.parquet"], ["/r/big.parquet"]]
 
 
 @pytest.mark.slow

@@ -1,12 +1,13 @@
 """Compaction: once an hour has closed, merge this instance's small files into few large ones.
 
 An hour is closed `compaction_delay` after it ends (late records from a lagging agent still land
-as small files afterwards; the next pass merges them too). Files below half the target size are
-candidates; they are grouped greedily so that each output stays near `compaction_target_size`,
-re-sorted (writer.SORT_KEYS) and written with a higher zstd level. A group of one file is rewritten
-too when it is a flush file (an hour a single flush covered, or a leftover after grouping): flush
-files are unsorted zstd-1, about 1.6× the compacted size; compaction outputs carry a footer mark
-(writer.is_compacted) so a small compacted hour is never rewritten again. Each merge is one journal
+as small files afterwards; the next pass merges them too). Candidates are every flush file of a
+closed hour, whatever its size, and compaction outputs below half the target size; they are grouped
+greedily so that each output stays near `compaction_target_size`, re-sorted (writer.SORT_KEYS) and
+written with a higher zstd level. Flush files are unsorted zstd-1, about 1.6× the compacted size, so
+even a group of one flush file (an hour one large flush covered, or a leftover after grouping) is
+rewritten; compaction outputs carry a footer mark (writer.is_compacted) so they are never rewritten
+alone. Only files of at least half the target size have their footer read to tell them apart. Each merge is one journal
 transaction (see journal.py): write + fsync the output, commit, rename, delete the inputs — a
 crash at any point leaves either the inputs or the output visible, never both, never neither.
 Only files named with this instance's archive id are touched, so instances can share a root.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,6 +36,9 @@ from .writer import (
 )
 
 log = logging.getLogger("ranklog.archive.compaction")
+# Paths of compaction outputs already seen: an output never changes and its name is never reused, so
+# each pass reads only the footers of files it has not classified yet.
+_KNOWN_COMPACTED: set[str] = set()
 
 
 def read_file(storage: Storage, path: str) -> pa.Table:
@@ -46,12 +51,14 @@ def row_count(storage: Storage, path: str) -> int:
         return pq.ParquetFile(source).metadata.num_rows
 
 
-def plan(files: list[StoredFile], now: float, delay: float, target: int) -> list[list[StoredFile]]:
-    """Groups of small files of closed hours, each group ≈ `target` bytes or less (a group of one is
-    merged only if that file is not a compaction output: see :func:`compact`)."""
+def plan(files: list[StoredFile], now: float, delay: float, target: int,
+         compacted: Callable[[str], bool]) -> list[list[StoredFile]]:
+    """Groups of candidate files of closed hours (small files, and large ones `compacted` says are
+    flush files), each group ≈ `target` bytes or less (a group of one is merged only if that file is
+    not a compaction output: see :func:`compact`)."""
     by_hour: dict[float, list[StoredFile]] = defaultdict(list)
     for stored in files:
-        if stored.hour_start + 3600 + delay <= now and stored.size < target // 2:
+        if stored.hour_start + 3600 + delay <= now and (stored.size < target // 2 or not compacted(stored.path)):
             by_hour[stored.hour_start].append(stored)
     groups: list[list[StoredFile]] = []
     for hour in sorted(by_hour):
@@ -86,8 +93,17 @@ def merge(storage: Storage, state_dir: str, group: list[StoredFile]) -> str:
 def compact(storage: Storage, state_dir: str, now: float, delay: float, target: int, metrics=None) -> int:
     """One compaction pass; returns the number of merges done."""
     merges = 0
-    for group in plan(storage.list_files(own_only=True), now, delay, target):
-        if len(group) == 1 and is_compacted(storage, group[0].path):
+
+    def compacted(path: str) -> bool:
+        if path in _KNOWN_COMPACTED:
+            return True
+        if is_compacted(storage, path):
+            _KNOWN_COMPACTED.add(path)
+            return True
+        return False
+
+    for group in plan(storage.list_files(own_only=True), now, delay, target, compacted):
+        if len(group) == 1 and compacted(group[0].path):
             continue
         output = merge(storage, state_dir, group)
         merges += 1
