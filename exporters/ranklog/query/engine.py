@@ -6,8 +6,9 @@ How the archive is read (fastest first; measured in ``tests/benchmarks/bench_que
 2. Trace lookups consult the trace index (:mod:`ranklog.query.trace_index`) to open only the files
    that hold the wanted trace ids.
 3. The filter is a pyarrow dataset expression, so Parquet row-group statistics skip row groups
-   (time, level, host, rank…) and the remaining rows are filtered in Arrow's C++ kernels (RE2 for
-   regexes) on all cores.
+   (time, level, host, rank…) and the remaining rows are filtered in Arrow's C++ kernels on all cores.
+4. Message searches (``--regex`` / ``--contains``) take :mod:`ranklog.query.text_search` instead: the
+   text columns first (with a literal prefilter), the other columns only for the matching rows.
 
 Ordering and memory: hour partitions hold disjoint time ranges, so a time-ordered result is produced
 one partition at a time (sorted by ``ts``, then host, source_id, offset for a stable order): memory
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UserError
 from ..record import FIELDS, arrow_schema
 from .filters import QuerySpec
+from .text_search import is_text_search, search_files
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -176,7 +178,7 @@ def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) ->
             for tagged_batch in scanner.scan_batches():
                 yield partition_of[tagged_batch.fragment.path], spec.python_filter(tagged_batch.record_batch)
 
-    tagged = scan_chunks()
+    tagged = search_files(source, files, spec, wanted) if is_text_search(spec) else scan_chunks()
     if not spec.order and not needs_dedup:
         yield from (batch for _, batch in tagged if batch.num_rows)
         return
@@ -282,7 +284,7 @@ def count(source: Any, spec: QuerySpec) -> int:
     unlimited = dataclasses.replace(spec, order=(), limit=None)
     if source.kind == "remote":
         total = source.count(unlimited)
-    elif source.kind == "archive" and not spec.attrs:
+    elif source.kind == "archive" and not spec.attrs and not is_text_search(spec):
         files = select_files(source, spec)
         if not files:
             total = 0
@@ -291,7 +293,9 @@ def count(source: Any, spec: QuerySpec) -> int:
         else:
             total = _archive_dataset(source, files).count_rows(filter=spec.expression())
     else:
-        total = sum(batch.num_rows for batch in scan(source, unlimited, ["ts"]))
+        # A search already holds the text columns after its first phase: counting them reads nothing more.
+        counted = ["msg"] if is_text_search(spec) else ["ts"]
+        total = sum(batch.num_rows for batch in scan(source, unlimited, counted))
     return total if spec.limit is None else min(total, spec.limit)
 
 

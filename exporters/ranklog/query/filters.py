@@ -115,6 +115,12 @@ class QuerySpec:
         """The filter as a pyarrow dataset expression (pushed down to Parquet statistics)."""
         return build_expression(self)
 
+    def filter_columns(self) -> list[str]:
+        """The columns :meth:`expression` reads (kept next to :func:`build_expression`)."""
+        used = [name for field, names in _FILTER_COLUMNS.items() if getattr(self, field) not in (None, ())
+                for name in names]
+        return list(dict.fromkeys(used))
+
     def python_filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Apply the parts an expression cannot express (JSON ``attrs``) to a filtered batch."""
         if not self.attrs or batch.num_rows == 0:
@@ -161,6 +167,15 @@ def _checked(name: str, value: Any) -> Any:
 
 
 # -- expression building ---------------------------------------------------------------------------
+# The columns each spec field's filter reads: every field build_expression uses must be listed here.
+_FILTER_COLUMNS: dict[str, tuple[str, ...]] = {
+    "start_ns": ("ts",), "end_ns": ("ts",), "levels": ("level",), "hosts": ("host",), "loggers": ("logger",),
+    "ips": ("ip",), "jobs": ("job",), "trace_ids": ("trace_id",), "pids": ("pid",), "ranks": ("rank",),
+    "step_min": ("step",), "step_max": ("step",), "contains": ("msg", "exc"), "regex": ("msg", "exc"),
+    "attrs": ("attrs",),
+}
+
+
 def _isin_or_glob(name: str, values: tuple[str, ...]) -> ds.Expression:
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -211,10 +226,9 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
         parts.append(ds.field("step") >= pa.scalar(spec.step_min, pa.int64()))
     if spec.step_max is not None:
         parts.append(ds.field("step") <= pa.scalar(spec.step_max, pa.int64()))
-    if spec.contains is not None:
-        parts.append(_text_match(pc.match_substring, spec.contains, spec.ignore_case))
-    if spec.regex is not None:
-        parts.append(_text_match(pc.match_substring_regex, spec.regex, spec.ignore_case))
+    text = text_condition(spec, ds.field("msg"), ds.field("exc"))
+    if text is not None:
+        parts.append(text)
     for item in spec.attrs:
         key, _ = _parse_attr(item)
         top = key.split(".")[0]
@@ -227,12 +241,23 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
     return out
 
 
-def _text_match(function, pattern: str, ignore_case: bool) -> ds.Expression:
-    import pyarrow.dataset as ds
+def text_condition(spec: QuerySpec, msg: Any, exc: Any) -> Any:
+    """The ``--contains`` / ``--regex`` condition on `msg` and `exc`, or None when there is none.
 
-    in_msg = function(ds.field("msg"), pattern, ignore_case=ignore_case)
-    in_exc = function(ds.field("exc"), pattern, ignore_case=ignore_case)
-    return in_msg | (ds.field("exc").is_valid() & in_exc)
+    Given dataset fields it is an expression (pushed into scans); given arrays, the boolean mask
+    itself — one definition, so a search that evaluates it directly answers exactly like a scan.
+    """
+    import pyarrow.compute as pc
+
+    parts = []
+    for function, pattern in ((pc.match_substring, spec.contains), (pc.match_substring_regex, spec.regex)):
+        if pattern is not None:
+            in_msg = function(msg, pattern, ignore_case=spec.ignore_case)
+            in_exc = function(exc, pattern, ignore_case=spec.ignore_case)
+            parts.append(pc.or_kleene(in_msg, pc.and_kleene(pc.is_valid(exc), in_exc)))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else pc.and_kleene(parts[0], parts[1])
 
 
 def _check_regex(pattern: str) -> None:
