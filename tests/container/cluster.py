@@ -8,6 +8,7 @@ Ansible's control sockets. The controller reaches the containers directly on the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -25,6 +26,7 @@ SYSTEMD_FLAGS = [
     "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined", "--cgroupns=host",
     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
 ]
+CALLBACK_PLUGINS = Path(__file__).parent / "ansible_plugins" / "callback"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
                    r"\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.M)
 
@@ -43,6 +45,9 @@ class PlaybookRun:
     rc: int
     output: str
     recap: dict[str, dict[str, int]] = field(default_factory=dict)
+    # [{"play", "task", "seconds"}] from the task_timings callback (also kept next to the log), to see
+    # where a slow run spent its time.
+    task_seconds: list[dict] = field(default_factory=list)
 
     def total(self, key: str) -> int:
         return sum(counts[key] for counts in self.recap.values())
@@ -163,6 +168,8 @@ class Cluster:
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(self.run_dir / "cp"),
             "ANSIBLE_STDOUT_CALLBACK": "default",
             "ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml",
+            "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACK_PLUGINS),
+            "ANSIBLE_CALLBACKS_ENABLED": "task_timings",
         }
 
     def playbook(self, playbook: str, *args: str, timeout: float = 1800) -> PlaybookRun:
@@ -170,11 +177,12 @@ class Cluster:
         cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory),
                str(REPO / "playbooks" / playbook), *args]
         log = self.run_dir / f"ansible-{int(time.time() * 1000)}.log"
+        timings = log.with_suffix(".timings.json")
         with open(log, "w+") as out:
             out.write(" ".join(cmd) + "\n")
             out.flush()
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, env=self.ansible_env(),
-                                    cwd=self.run_dir)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                    env={**self.ansible_env(), "RANKLOG_TASK_TIMINGS": str(timings)}, cwd=self.run_dir)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -184,4 +192,5 @@ class Cluster:
             output = out.read()
         recap = {m[0]: dict(zip(("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored"),
                                 map(int, m[1:]), strict=True)) for m in RECAP.findall(output)}
-        return PlaybookRun(proc.returncode, output, recap)
+        task_seconds = json.loads(timings.read_text()) if timings.exists() else []
+        return PlaybookRun(proc.returncode, output, recap, task_seconds)

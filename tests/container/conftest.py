@@ -18,6 +18,7 @@ import pytest
 
 from tests.container import docker_env
 from tests.container.cluster import Cluster, PlaybookRun
+from tests.container.image_builds import ImageBuild, build_context
 
 TRAINING_NODES = ["node1", "node2", "node3"]
 MONITORING_HOST = "mon1"
@@ -121,8 +122,24 @@ def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str) -> I
 
 
 @pytest.fixture(scope="session")
-def converged(cluster: Cluster) -> PlaybookRun:
-    """The first site.yml run onto fresh containers (must succeed for anything else to make sense)."""
+def image_builds(run_dir: Path, wheels: Path, base_image: str) -> Iterator[dict[str, ImageBuild]]:
+    """The archive and node images, building in the background from here on (collected in test_images)."""
+    context = build_context(run_dir, wheels)
+    builds = {kind: ImageBuild(context, kind, base_image, run_dir) for kind in ("archive", "node")}
+    yield builds
+    for kind, build in builds.items():
+        build.cancel()
+        if build.seconds:
+            TIMINGS[f"docker build {kind} (background)"] = round(build.seconds, 1)
+            TIMINGS[f"  {kind}: test waited for it"] = round(build.waited, 1)
+
+
+@pytest.fixture(scope="session")
+def converged(cluster: Cluster, image_builds: dict[str, ImageBuild]) -> PlaybookRun:
+    """The first site.yml run onto fresh containers (must succeed for anything else to make sense).
+
+    Asks for `image_builds` so that the two image builds overlap with this run.
+    """
     with Timer("site.yml first run"):
         run = cluster.playbook("site.yml")
     if run.rc != 0 or not run.recap:

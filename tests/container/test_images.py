@@ -2,13 +2,13 @@
 
 Both images are built from images/{node,archive}/Dockerfile on the test base image
 (`--build-arg BASE_IMAGE`) with a build context laid out like the repository (dist/wheels,
-images/node/), and run on the cluster's internal network.
+images/node/), and run on the cluster's internal network. The builds start in the background with
+the first rollout (conftest `image_builds`); these tests collect them.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -18,7 +18,8 @@ import pytest
 
 from tests.container.cluster import Cluster
 from tests.container.conftest import Timer
-from tests.container.docker_env import REPO, docker
+from tests.container.docker_env import docker
+from tests.container.image_builds import ImageBuild
 from tests.helpers.procs import ranklog_cmd
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
@@ -26,26 +27,10 @@ pytestmark = [pytest.mark.container, pytest.mark.slow]
 JOB = "image-job"
 
 
-def _context(run_dir: Path, wheels: Path) -> Path:
-    context = run_dir / "image-context"
-    if not context.exists():
-        shutil.copytree(wheels, context / "dist" / "wheels", copy_function=shutil.copy2)
-        shutil.copytree(REPO / "images", context / "images")
-    return context
-
-
-def _build(context: Path, kind: str, base_image: str) -> str:
-    tag = f"ranklog-{kind}:test"
-    with Timer(f"docker build {kind} image"):
-        docker("build", "-q", "-f", str(context / "images" / kind / "Dockerfile"), "--build-arg",
-               f"BASE_IMAGE={base_image}", "-t", tag, str(context), timeout=900)
-    return tag
-
-
 @pytest.fixture(scope="module")
-def archive_container(cluster: Cluster, run_dir: Path, wheels: Path, base_image: str) -> tuple[str, Path]:
+def archive_container(cluster: Cluster, run_dir: Path, image_builds: dict[str, ImageBuild]) -> tuple[str, Path]:
     """A container of the archive image on the cluster network; returns (URL, token file)."""
-    image = _build(_context(run_dir, wheels), "archive", base_image)
+    image = image_builds["archive"].tag()
     token = run_dir / "image-token"
     token.write_text("image-test-token-0123456789\n")
     token.chmod(0o644)  # read by the image's unprivileged uid through the bind mount
@@ -64,10 +49,10 @@ def archive_container(cluster: Cluster, run_dir: Path, wheels: Path, base_image:
     pytest.fail(f"archive image not ready: {docker('logs', cid, check=False)[-2000:]}")
 
 
-def test_node_image_ships_training_logs_to_the_archive_image(cluster: Cluster, run_dir: Path, wheels: Path,
-                                                             base_image: str, archive_container) -> None:
+def test_node_image_ships_training_logs_to_the_archive_image(cluster: Cluster, image_builds: dict[str, ImageBuild],
+                                                             archive_container) -> None:
     url, token = archive_container
-    image = _build(_context(run_dir, wheels), "node", base_image)
+    image = image_builds["node"].tag()
     script = "import sys\nfor i in range(5): print(f'step:{i} - loss:{1/(i+1):.2f}', flush=True)\n" \
              "print('RuntimeError: CUDA error: an illegal memory access was encountered', file=sys.stderr)\n" \
              "sys.exit(3)"
