@@ -16,7 +16,7 @@ import pytest
 from ranklog.archive import journal
 from ranklog.archive.compaction import compact, plan
 from ranklog.archive.storage import HOUR_NS, Storage, temp_name, write_atomic
-from ranklog.archive.writer import SORT_KEYS, is_compacted, write_parquet
+from ranklog.archive.writer import SORT_KEYS, is_compacted, row_sort_key, write_parquet
 from ranklog.record import arrow_schema, rows_to_table
 from tests.helpers.archive_proc import read_archive
 
@@ -58,7 +58,7 @@ def test_closed_hours_are_compacted_into_one_sorted_file(start_archive):
     assert len(files) == 1
     merged = pq.read_table(files[0])
     order = merged.select(list(SORT_KEYS)).to_pylist()
-    assert order == sorted(order, key=lambda row: tuple(row[k] for k in SORT_KEYS))
+    assert order == sorted(order, key=row_sort_key)
     assert by_key(read_archive(archive.root)).equals(by_key(table))
     assert metric(archive, "ranklog_archive_compactions_total") == 1
     assert not (archive.root / "_ranklog" / "t1" / journal.REPLACE_JOURNAL).exists()
@@ -84,7 +84,7 @@ def test_a_lone_flush_file_is_compacted_once(tmp_path, target):
     assert stored.path != flushed and is_compacted(storage, stored.path)
     merged = pq.read_table(stored.path)
     order = merged.select(list(SORT_KEYS)).to_pylist()
-    assert order == sorted(order, key=lambda row: tuple(row[k] for k in SORT_KEYS))
+    assert order == sorted(order, key=row_sort_key)
     assert by_key(merged).equals(by_key(table))
     assert compact(storage, str(state), now, delay=600, target=target) == 0
     assert [f.path for f in storage.list_files(own_only=True)] == [stored.path]

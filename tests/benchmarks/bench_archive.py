@@ -251,7 +251,7 @@ def main() -> int:
     print(f"{'raw JSONL (ranklog logger format)':<52}{raw:>12.1f}{raw / gz:>13.2f}x")
     print(f"{'gzip -6 of the raw JSONL':<52}{gz:>12.1f}{1:>13.2f}x")
     print(f"{'archive Parquet, as flushed (zstd-1, arrival order)':<52}{flushed:>12.1f}{flushed / gz:>13.2f}x")
-    print(f"{'archive Parquet, compacted (zstd-12, sorted)':<52}{compacted:>12.1f}{compacted / gz:>13.2f}x")
+    print(f"{'archive Parquet, compacted (zstd-12, sorted)':<52}{compacted:>12.1f}{compacted / gz:>13.3f}x")
     if not args.quick:
         print(f"(compaction cost: {med(codecs[0], 'compaction_cpu'):.2f} CPU-s per million records, read + sort + "
               "write, once per closed hour)")
@@ -263,7 +263,7 @@ def main() -> int:
     ]
     if not args.quick:
         checks.append((f"stored ≤ {TARGET_SIZE_VS_GZIP}× gzip'd raw (compacted)", compacted <= TARGET_SIZE_VS_GZIP * gz,
-                       f"{compacted / gz:.2f}×"))
+                       f"{compacted / gz:.3f}×"))
     for name, ok, value in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {name}  ({value})")
     return 0

@@ -25,6 +25,7 @@ Targets: (a) and (b) under 0.5 s and >= 20x faster than DuckDB over JSONL; (c) f
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import statistics
@@ -42,6 +43,8 @@ import duckdb  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
+from ranklog import text_index  # noqa: E402
+from ranklog.archive import writer  # noqa: E402
 from ranklog.query import engine  # noqa: E402
 from ranklog.query.filters import QuerySpec  # noqa: E402
 from ranklog.query.sources import open_source  # noqa: E402
@@ -57,7 +60,9 @@ REGEX = r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=[0-9]+,
 
 def build_corpus(rows: int, days: int) -> Path:
     """Generate (or reuse) the archive + raw JSONL for `rows` records over `days` days."""
-    base = REPO / ".cache" / "bench-query" / f"rows{rows}-days{days}-hosts{HOSTS}x{RANKS_PER_HOST}-v1"
+    # The archive's layout is the writer's: a change to it (or to the text index) rebuilds the cache.
+    layout = hashlib.sha1(b"".join(Path(module.__file__).read_bytes() for module in (writer, text_index)))
+    base = REPO / ".cache" / "bench-query" / f"rows{rows}-days{days}-hosts{HOSTS}x{RANKS_PER_HOST}-{layout.hexdigest()[:10]}"
     if (base / "DONE").exists():
         return base
     if base.exists():

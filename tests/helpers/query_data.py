@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from ranklog.archive.storage import Storage, temp_name
 from ranklog.archive.writer import (
+    COMPACTION_PAGE_BYTES,
+    COMPACTION_ROW_GROUP_ROWS,
     COMPACTION_ZSTD_LEVEL,
     FLUSH_ZSTD_LEVEL,
     sort_records,
@@ -39,7 +41,8 @@ def write_archive(table: pa.Table, root: str | os.PathLike[str], archive_id: str
     storage = Storage(str(root), archive_id)
     written = []
     for hour, part in split_by_hour(table.cast(arrow_schema())):
-        if files_per_hour == 1:
+        compacted = files_per_hour == 1
+        if compacted:
             pieces, level = [sort_records(part)], COMPACTION_ZSTD_LEVEL
         else:
             bounds = np.linspace(0, part.num_rows, files_per_hour + 1).astype(int)
@@ -48,7 +51,11 @@ def write_archive(table: pa.Table, root: str | os.PathLike[str], archive_id: str
         for piece in pieces:
             path = storage.new_file_path(hour)
             temp = temp_name(path)
-            write_parquet(storage, piece, temp, zstd_level=level)
+            if compacted:
+                write_parquet(storage, piece, temp, level, COMPACTION_ROW_GROUP_ROWS, COMPACTION_PAGE_BYTES,
+                              compacted=True)
+            else:
+                write_parquet(storage, piece, temp, zstd_level=level)
             storage.rename(temp, path)
             written.append(Path(path))
     return written

@@ -6,13 +6,14 @@ of them. Measured per 13.8k-row hourly file of the benchmark (idle machine, CPU)
 ~2.0 ms (zstd alone ~1.9 ms for msg), the other 18 columns ~2.8 ms, RE2 over every row ~4 ms, a
 byte search of a required literal over the columns' data buffers ~0.6 ms.
 
-Limit (measured, bench_query (c)): when matches are spread over nearly every file (44,766 of 10M
-rows, in 720 of 750 files) the decoding is the floor — ~2 ms per file to search, ~3 ms more to
-return the other columns — so a full-record search stays slower than ``grep -c`` over raw JSONL
-(memchr speed, no decompression); only a layout that can decode single rows (small pages read
-through the page index) would change that, which pyarrow's reader does not offer.
+Compacted files carry a text skip index (:mod:`ranklog.text_index`): compaction keeps the ERROR and
+CRITICAL rows in row groups of their own, each with a bitmap of its text's trigrams, so a search
+whose pattern has required literals first drops every row group that cannot hold them, without
+reading it. Searching for a failure message then decodes the few severe rows instead of the whole
+range — what makes bench_query (c) faster than ``grep`` over the raw JSONL, which the decoding alone
+(~2.7 ms per 13.9k-row file for msg + exc) was not.
 
-So, per row group:
+So, per row group the index does not rule out:
 
 1. Phase 1 streams (batches of :data:`BATCH_ROWS` rows, so memory stays bounded however large the
    row group) only ``msg``, ``exc`` and the columns the other filters need. When the pattern has
@@ -42,6 +43,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
+from .. import text_index
 from ..record import arrow_schema
 from .filters import text_condition
 from .literals import required_literals
@@ -68,16 +70,14 @@ def is_text_search(spec: QuerySpec) -> bool:
     return spec.contains is not None or spec.regex is not None
 
 
-def search_literal(spec: QuerySpec) -> bytes | None:
-    """The longest string (UTF-8) every matching row's msg or exc holds, or None when there is none."""
+def search_literals(spec: QuerySpec) -> list[bytes]:
+    """The strings (UTF-8, ≥ MIN_LITERAL_BYTES) every matching row's msg or exc holds."""
     found: list[str] = []
     if spec.contains is not None and not spec.ignore_case:
         found.append(spec.contains)
     if spec.regex is not None:
         found += required_literals(spec.regex, spec.ignore_case)
-    encoded = [text.encode() for text in found]
-    best = max(encoded, key=len, default=b"")
-    return best if len(best) >= MIN_LITERAL_BYTES else None
+    return [encoded for encoded in (text.encode() for text in found) if len(encoded) >= MIN_LITERAL_BYTES]
 
 
 def filter_columns(spec: QuerySpec) -> list[str]:
@@ -206,8 +206,16 @@ def _text_matches(spec: QuerySpec, table: pa.Table, literal: bytes | None, other
     return hits
 
 
+def _indexed_out(file: pq.ParquetFile, literals: list[bytes]) -> set[int]:
+    """Row groups the file's text index (compacted files) proves cannot hold all of `literals`."""
+    bitmaps = text_index.decode(file.metadata.metadata) if literals else None
+    if bitmaps is None or len(bitmaps) != file.metadata.num_row_groups:
+        return set()
+    return {row_group for row_group, bitmap in enumerate(bitmaps) if not text_index.may_contain(bitmap, literals)}
+
+
 def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, expression: ds.Expression,
-                literal: bytes | None, columns: list[str]) -> pa.Table | None:
+                literals: list[bytes], columns: list[str]) -> pa.Table | None:
     """The rows of one archive file matching `expression` (the spec's), as a table of `columns`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -223,8 +231,12 @@ def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, exp
                               read_dictionary=_dictionary_columns(file.metadata, rest))
     readable = [name for name in first if name in stored]
     other_filters = dataclasses.replace(spec, contains=None, regex=None).expression()
+    literal = max(literals, key=len, default=None)
+    skipped = _indexed_out(file, literals)
     found = []
     for row_group in _row_groups(data_file, source, file.metadata, spec, expression):
+        if row_group in skipped:
+            continue
         matched = []
         base = 0
         for batch in file.iter_batches(BATCH_ROWS, row_groups=[row_group], columns=readable, use_threads=False):
@@ -269,11 +281,11 @@ def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
                  columns: list[str]) -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
     """(partition, batch) of the rows matching `spec` in `files`, file by file in the given order."""
     expression = spec.expression()
-    literal = search_literal(spec)
+    literals = search_literals(spec)
     workers = max(1, min(len(files), os.cpu_count() or 1))
 
     def one(data_file: DataFile) -> tuple[DataFile, pa.Table | None]:
-        return data_file, search_file(source, data_file, spec, expression, literal, columns)
+        return data_file, search_file(source, data_file, spec, expression, literals, columns)
 
     for data_file, table in _in_order(one, files, workers, ahead=2 * workers):
         if table is not None:
