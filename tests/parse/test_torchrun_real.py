@@ -18,7 +18,7 @@ from tests.parse.conftest import READ_TIME_NS
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0, the local CPU build)")
 
 SCRIPT = textwrap.dedent('''
-    import logging, os
+    import logging, os, time
     from torch.distributed.elastic.multiprocessing.errors import record
 
     @record
@@ -27,7 +27,14 @@ SCRIPT = textwrap.dedent('''
         rank = int(os.environ["RANK"])
         print(f"hello from rank {rank}", flush=True)
         logging.getLogger("train").info("step:1 - actor/pg_loss:0.123 - perf/throughput:1532.1")
+        if rank == 0:
+            open("rank0-logged", "w").close()
         if rank == 1:
+            # torchrun stops the other workers once one fails: wait until rank 0 has logged its step
+            for _ in range(600):
+                if os.path.exists("rank0-logged"):
+                    break
+                time.sleep(0.1)
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     main()
