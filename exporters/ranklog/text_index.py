@@ -53,20 +53,27 @@ def _hash(trigrams: np.ndarray, bits_log2: int) -> np.ndarray:
     return ((trigrams.astype(np.uint64) * _MULTIPLIER) & 0xFFFFFFFF) >> (32 - bits_log2)
 
 
-def _text_bytes(array: pa.Array) -> np.ndarray:
-    """The UTF-8 bytes of a string array's values, back to back, as uint8."""
+def string_values(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets of `array`'s values into its data, that data buffer as uint8), zero-copy; both
+    empty when the array holds no bytes. Offsets are absolute: value i is data[offsets[i]:offsets[i+1]]."""
     import numpy as np
     import pyarrow as pa
 
+    empty = (np.zeros(1, np.int64), np.empty(0, np.uint8))
     if len(array) == 0 or array.null_count == len(array):
-        return np.empty(0, np.uint8)
+        return empty
     large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
     _, offsets_buffer, data_buffer = array.buffers()[:3]
-    offsets = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)
-    start, end = int(offsets[array.offset]), int(offsets[array.offset + len(array)])
-    if data_buffer is None or end <= start:
-        return np.empty(0, np.uint8)
-    return np.frombuffer(data_buffer, np.uint8)[start:end]
+    offsets = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)[array.offset:array.offset + len(array) + 1]
+    if data_buffer is None or offsets[-1] <= offsets[0]:
+        return empty
+    return offsets, np.frombuffer(data_buffer, np.uint8)
+
+
+def _text_bytes(array: pa.Array) -> np.ndarray:
+    """The UTF-8 bytes of a string array's values, back to back."""
+    offsets, data = string_values(array)
+    return data[int(offsets[0]):int(offsets[-1])]
 
 
 def build(table: pa.Table) -> bytes:

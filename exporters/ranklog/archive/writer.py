@@ -32,7 +32,7 @@ Statistics (and so page-index entries) are written for every column except the f
 them), and skipping them saves ~6 % of the flush's CPU (1.59 → 1.50 CPU-s per million corpus rows,
 median of 5).
 Severe rows apart: compaction puts the ERROR and CRITICAL rows first and cuts a row group where
-they end (:func:`level_row_groups`), and stores a text skip index per row group
+they end (:func:`severity_row_groups`), and stores a text skip index per row group
 (:mod:`ranklog.text_index`), so a search for a failure message reads only the severe rows and a
 `level >= ERROR` filter skips the bulk by statistics. Cost on the 2M-row corpus: 22.27 → 22.52
 B/record (the second row group repeats the trace_id dictionary; the index itself is ~6 KB) and
@@ -57,7 +57,7 @@ from ..record import DICTIONARY_FIELDS, FIELDS, levels_at_least
 from .storage import HOUR_NS, Storage
 
 SORT_KEYS: tuple[str, ...] = ("level", "host", "source_id", "ts")
-# Compaction puts the rows of these levels first, in row groups of their own (see level_row_groups).
+# Compaction puts the rows of these levels first, in row groups of their own (see severity_row_groups).
 SEVERE_LEVELS: tuple[str, ...] = tuple(levels_at_least("ERROR"))
 DICTIONARY_COLUMNS = [*DICTIONARY_FIELDS, "trace_id"]
 DELTA_COLUMNS = {"ts": "DELTA_BINARY_PACKED", "offset": "DELTA_BINARY_PACKED", "seq": "DELTA_BINARY_PACKED"}
@@ -116,14 +116,15 @@ def sort_order(table: pa.Table) -> pa.Array:
     if table.num_rows == 0:
         return pa.array([], pa.int64())
     span = int(ts.max()) - int(ts.min())
-    group = (~_is_severe(table)).astype(np.int64)
+    mild = ~_is_severe(table)
+    group = mild.astype(np.int64)
     for name in SORT_KEYS[:-1]:
         codes, distinct = _lexicographic_codes(table[name])
         group = group * distinct + codes
         group = np.unique(group, return_inverse=True)[1].ravel()
     if span < 1 << 42 and int(group.max()) < 1 << 21:
         return pa.array(np.argsort((group << 42) | (ts - ts.min()), kind="stable"))
-    keyed = table.select(list(SORT_KEYS)).append_column("__mild", pa.array(~_is_severe(table)))
+    keyed = table.select(list(SORT_KEYS)).append_column("__mild", pa.array(mild))
     return pc.sort_indices(keyed, sort_keys=[("__mild", "ascending"), *((k, "ascending") for k in SORT_KEYS)])
 
 
@@ -136,7 +137,7 @@ def sort_records(table: pa.Table) -> pa.Table:
     return table.take(sort_order(table))
 
 
-def level_row_groups(table: pa.Table, row_group_rows: int) -> list[pa.Table]:
+def severity_row_groups(table: pa.Table, row_group_rows: int) -> list[pa.Table]:
     """`table` (sorted) cut into row groups of ≤ `row_group_rows` rows, and wherever it changes
     from SEVERE_LEVELS to the others: the text index (ranklog.text_index) of the few ERROR and
     CRITICAL rows then differs from the bulk's, so a search for a failure message skips the bulk.
@@ -161,7 +162,7 @@ def write_parquet(storage: Storage, table: pa.Table, path: str, zstd_level: int 
     index of each row group, and marks the file (see :func:`is_compacted`)."""
     groups, footer = [table], {}
     if compacted:
-        groups = level_row_groups(table, row_group_rows)
+        groups = severity_row_groups(table, row_group_rows)
         footer = {COMPACTED_KEY: b"1", text_index.METADATA_KEY: text_index.encode([text_index.build(g) for g in groups])}
     storage.make_parent(path)
     with storage.fs.open_output_stream(path) as sink, pq.ParquetWriter(

@@ -93,17 +93,12 @@ def _has_other_filters(spec: QuerySpec) -> bool:
 def _rows_holding(array: pa.Array, literal: bytes, limit: int) -> np.ndarray | None:
     """Sorted row numbers of `array` (string) whose value may contain `literal`; None past `limit` hits."""
     import numpy as np
-    import pyarrow as pa
 
-    if len(array) == 0 or array.null_count == len(array):
-        return np.empty(0, np.int64)
-    large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
-    _, offsets_buffer, data_buffer = array.buffers()[:3]
-    offsets = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)[array.offset:array.offset + len(array) + 1]
+    offsets, buffer = text_index.string_values(array)
     start, end = int(offsets[0]), int(offsets[-1])
-    if data_buffer is None or end <= start:
+    if end <= start:
         return np.empty(0, np.int64)
-    data = data_buffer.slice(start, end - start).to_pybytes()
+    data = buffer[start:end].tobytes()
     hits: list[int] = []
     position = data.find(literal)
     while position >= 0:
@@ -215,7 +210,7 @@ def _indexed_out(file: pq.ParquetFile, literals: list[bytes]) -> set[int]:
 
 
 def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, expression: ds.Expression,
-                literals: list[bytes], columns: list[str]) -> pa.Table | None:
+                other_filters: ds.Expression | None, literals: list[bytes], columns: list[str]) -> pa.Table | None:
     """The rows of one archive file matching `expression` (the spec's), as a table of `columns`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -230,7 +225,6 @@ def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, exp
         file = pq.ParquetFile(data_file.path, metadata=file.metadata, **options,
                               read_dictionary=_dictionary_columns(file.metadata, rest))
     readable = [name for name in first if name in stored]
-    other_filters = dataclasses.replace(spec, contains=None, regex=None).expression()
     literal = max(literals, key=len, default=None)
     skipped = _indexed_out(file, literals)
     found = []
@@ -281,11 +275,12 @@ def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
                  columns: list[str]) -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
     """(partition, batch) of the rows matching `spec` in `files`, file by file in the given order."""
     expression = spec.expression()
+    other_filters = dataclasses.replace(spec, contains=None, regex=None).expression()  # all but the text
     literals = search_literals(spec)
     workers = max(1, min(len(files), os.cpu_count() or 1))
 
     def one(data_file: DataFile) -> tuple[DataFile, pa.Table | None]:
-        return data_file, search_file(source, data_file, spec, expression, literals, columns)
+        return data_file, search_file(source, data_file, spec, expression, other_filters, literals, columns)
 
     for data_file, table in _in_order(one, files, workers, ahead=2 * workers):
         if table is not None:
