@@ -1,0 +1,132 @@
+"""Per-day derived indexes of the archive, kept under ``<root>/_ranklog_index/<kind>/date=YYYY-MM-DD.parquet``.
+
+Shared by the trace index (:mod:`.trace_index`) and the severe-rows index (:mod:`.severe_index`): one
+Parquet file per day, built from that day's data files and never trusted beyond them. Each index file
+records the files (path and size) it covers; a query reads files the index does not cover directly,
+and drops what it says about files that vanished, so an index is never stale, only incomplete. A
+day's index is rebuilt when enough of it is uncovered (so the live day is re-indexed every few
+flushes, not on every query).
+
+The ``_`` prefix keeps indexes invisible to pyarrow.dataset, DuckDB globs of ``date=*`` and the
+archive's own listing. An index is written (temp file + atomic rename) only when the archive root is
+a local directory this process may write; otherwise it is built in memory and kept for the life of
+the process (the archive's query endpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .sources import ArchiveSource, DataFile
+
+INDEX_ROOT = "_ranklog_index"
+MANIFEST_KEY = b"ranklog.index.files"
+REBUILD_MIN_UNCOVERED_FILES = 4
+REBUILD_UNCOVERED_FRACTION = 0.1
+DAY_NS = 24 * 3600 * 1_000_000_000
+
+Build = Callable[["ArchiveSource", "list[DataFile]"], "pa.Table"]
+
+
+def relative(source: ArchiveSource, path: str) -> str:
+    """A data file's path relative to the archive root: how indexes name files."""
+    return path[len(source.root):].lstrip("/")
+
+
+def needs_rebuild(manifest: dict[str, int], current: dict[str, int]) -> bool:
+    uncovered = [name for name, size in current.items() if manifest.get(name) != size]
+    if not uncovered:
+        return False
+    uncovered_bytes = sum(current[name] for name in uncovered)
+    return (len(uncovered) >= REBUILD_MIN_UNCOVERED_FILES
+            or uncovered_bytes > REBUILD_UNCOVERED_FRACTION * max(1, sum(current.values()))
+            or not manifest)
+
+
+class DayIndex:
+    """One kind of per-day index: `build` turns a day's data files into the index table (whose schema
+    metadata may carry what the kind needs); this class stores, finds and refreshes it."""
+
+    def __init__(self, kind: str, build: Build, row_group_rows: int, zstd_level: int | None = None) -> None:
+        self.kind = kind
+        self.build = build
+        self.row_group_rows = row_group_rows
+        self.zstd_level = zstd_level
+        self._memory: dict[tuple[str, str], tuple[dict[str, int], pa.Table]] = {}
+        self._lock = threading.Lock()
+
+    def path(self, source: ArchiveSource, date: str) -> str | None:
+        """Where the day's index lives, or None when the root is not a local directory we may write."""
+        root = source.local_root
+        if root is None or not os.access(root, os.W_OK):
+            return None
+        return os.path.join(root, INDEX_ROOT, self.kind, f"date={date}.parquet")
+
+    @staticmethod
+    def manifest(metadata: dict[bytes, bytes] | None) -> dict[str, int] | None:
+        try:
+            return json.loads((metadata or {})[MANIFEST_KEY])
+        except (KeyError, ValueError):
+            return None
+
+    def _load(self, path: str) -> dict[str, int] | None:
+        import pyarrow.parquet as pq
+
+        try:
+            return self.manifest(pq.read_schema(path).metadata)
+        except OSError:
+            return None
+
+    def _write(self, path: str, table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}")
+        try:
+            pq.write_table(table, temp, row_group_size=self.row_group_rows, compression="zstd",
+                           compression_level=self.zstd_level)
+            os.replace(temp, path)
+        except OSError:
+            if os.path.exists(temp):
+                os.unlink(temp)
+
+    def _rebuild(self, source: ArchiveSource, files: list[DataFile]) -> tuple[dict[str, int], pa.Table]:
+        # Index the whole day, not just the hours this query selected, so the next query reuses it.
+        start = files[0].start_ns - files[0].hour * 3600 * 1_000_000_000
+        day_files = source.list_files(start, start + DAY_NS)
+        manifest = {relative(source, f.path): f.size for f in day_files}
+        table = self.build(source, day_files)
+        metadata = dict(table.schema.metadata or {})
+        metadata[MANIFEST_KEY] = json.dumps(manifest).encode()
+        return manifest, table.replace_schema_metadata(metadata)
+
+    def fresh(self, source: ArchiveSource, date: str, files: list[DataFile]) -> tuple[dict[str, int], str | None,
+                                                                                     pa.Table | None]:
+        """The day's index, rebuilt first when too much of the day (`files`) is uncovered.
+
+        Returns (manifest, index file path or None, in-memory index table or None).
+        """
+        current = {relative(source, f.path): f.size for f in files}
+        path = self.path(source, date)
+        if path is not None:
+            manifest = (self._load(path) if os.path.exists(path) else None) or {}
+            if not needs_rebuild(manifest, current):
+                return manifest, path, None
+            manifest, table = self._rebuild(source, files)
+            self._write(path, table)
+            return manifest, None, table
+        key = (source.label, date)
+        with self._lock:
+            manifest, table = self._memory.get(key, ({}, None))
+        if table is None or needs_rebuild(manifest, current):
+            manifest, table = self._rebuild(source, files)
+            with self._lock:
+                self._memory[key] = (manifest, table)
+        return manifest, None, table
