@@ -192,12 +192,33 @@ def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) ->
             yield dedup(table) if partition in needs_dedup else table
 
     if not spec.order or spec.sorted_by_time:
-        for table in partition_tables():
+        for table in _coalesced(partition_tables()):
             yield from _batches(_sort(table, spec))
         return
     tables = list(partition_tables())
     if tables:
         yield from _batches(_sort(pa.concat_tables(tables), spec))
+
+
+def _coalesced(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """Runs of consecutive partitions' tables, each run at least BATCH_ROWS rows (or the rest).
+
+    Hour partitions hold disjoint time ranges in order, so sorting a run by time gives the rows in
+    the order sorting each partition would: one sort for many small hours instead of one per hour
+    (720 sorts cost ~0.4 s in a search over 30 days with a few dozen matches per hour).
+    """
+    import pyarrow as pa
+
+    run: list[pa.Table] = []
+    rows = 0
+    for table in tables:
+        run.append(table)
+        rows += table.num_rows
+        if rows >= BATCH_ROWS:
+            yield run[0] if len(run) == 1 else pa.concat_tables(run)
+            run, rows = [], 0
+    if run:
+        yield run[0] if len(run) == 1 else pa.concat_tables(run)
 
 
 # -- raw log directory ------------------------------------------------------------------------------------
