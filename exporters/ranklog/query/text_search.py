@@ -210,8 +210,10 @@ def _indexed_out(file: pq.ParquetFile, literals: list[bytes]) -> set[int]:
 
 
 def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, expression: ds.Expression,
-                other_filters: ds.Expression | None, literals: list[bytes], columns: list[str]) -> pa.Table | None:
-    """The rows of one archive file matching `expression` (the spec's), as a table of `columns`."""
+                other_filters: ds.Expression | None, literals: list[bytes], columns: list[str],
+                only: list[int] | None = None) -> pa.Table | None:
+    """The rows of one archive file matching `expression` (the spec's), as a table of `columns`;
+    `only`: the row groups to consider (the severe index answers for the others)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -229,7 +231,7 @@ def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, exp
     skipped = _indexed_out(file, literals)
     found = []
     for row_group in _row_groups(data_file, source, file.metadata, spec, expression):
-        if row_group in skipped:
+        if row_group in skipped or (only is not None and row_group not in only):
             continue
         matched = []
         base = 0
@@ -273,16 +275,44 @@ def _in_order(function: Callable[[T], R], items: list[T], workers: int, ahead: i
 
 def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
                  columns: list[str]) -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
-    """(partition, batch) of the rows matching `spec` in `files`, file by file in the given order."""
+    """(partition, batch) of the rows matching `spec` in `files`, file by file in the given order.
+
+    With required literals, each day's severe-rows index (:mod:`.severe_index`) answers for the
+    covered files' ERROR/CRITICAL row groups; its hits for an hour come just before that hour's files.
+    Memory: one day's index hits at a time.
+    """
+    from .severe_index import plan_days
+
     expression = spec.expression()
     other_filters = dataclasses.replace(spec, contains=None, regex=None).expression()  # all but the text
     literals = search_literals(spec)
+    plans = plan_days(source, files, literals) if literals else {}
     workers = max(1, min(len(files), os.cpu_count() or 1))
 
     def one(data_file: DataFile) -> tuple[DataFile, pa.Table | None]:
-        return data_file, search_file(source, data_file, spec, expression, other_filters, literals, columns)
+        plan = plans.get(data_file.date)
+        only = plan.row_groups[data_file.path] if plan is not None else None
+        if only == []:
+            return data_file, None  # nothing outside the index can match: the file is not opened
+        return data_file, search_file(source, data_file, spec, expression, other_filters, literals, columns, only)
 
+    day, day_hits, started = None, {}, set()
     for data_file, table in _in_order(one, files, workers, ahead=2 * workers):
+        if data_file.partition not in started:
+            started.add(data_file.partition)
+            if data_file.date != day:
+                day = data_file.date
+                plan = plans.get(day)
+                day_hits = plan.hits(expression, columns) if plan is not None else {}
+            table = _joined(day_hits.pop(data_file.partition, None), table)
         if table is not None:
             for batch in table.to_batches(max_chunksize=BATCH_ROWS):
                 yield data_file.partition, spec.python_filter(batch)
+
+
+def _joined(first: pa.Table | None, second: pa.Table | None) -> pa.Table | None:
+    import pyarrow as pa
+
+    if first is None or second is None:
+        return first if second is None else second
+    return pa.concat_tables([first, second])
