@@ -17,6 +17,9 @@ from ranklog.archive import journal
 from ranklog.archive.compaction import compact, plan
 from ranklog.archive.storage import HOUR_NS, Storage, temp_name, write_atomic
 from ranklog.archive.writer import SORT_KEYS, is_compacted, row_sort_key, write_parquet
+from ranklog.query import engine
+from ranklog.query.filters import QuerySpec
+from ranklog.query.sources import open_source
 from ranklog.record import arrow_schema, rows_to_table
 from tests.helpers.archive_proc import read_archive
 
@@ -144,7 +147,7 @@ def test_kill_9_during_compaction_loses_and_duplicates_nothing(start_archive):
 
 def _small_table(rows: list[tuple[int, str, int]]) -> pa.Table:
     """Records (ts ns, level, offset) of one source."""
-    return rows_to_table([{"ts": ts, "level": level, "msg": f"m{offset}", "host": "h1", "ip": "10.0.0.1",
+    return rows_to_table([{"ts": ts, "level": level, "msg": f"row {offset}", "host": "h1", "ip": "10.0.0.1",
                            "source": "/x", "source_id": "sid", "offset": offset, "format": "text"}
                           for ts, level, offset in rows])
 
@@ -237,9 +240,20 @@ def test_retention_tiers_with_an_injected_clock(start_archive, tmp_path):
     assert metric(archive, "ranklog_archive_retention_deleted_files_total", 'level="DEBUG"') >= 1
     assert metric(archive, "ranklog_archive_retention_last_run_timestamp_seconds") == pytest.approx(now, abs=1)
     oldest_before = metric(archive, "ranklog_archive_oldest_partition_timestamp_seconds")
+    # A search builds the query indexes, which copy records (the severe index, ERROR rows)...
+    source = open_source(archive=str(archive.root))
+    assert engine.count(source, QuerySpec(contains="row", levels=("ERROR",))) == 2
+    indexes = list(archive.root.glob("_ranklog_index/*/date=*.parquet"))
+    assert {path.parent.name for path in indexes} == {"severe"} and len(indexes) >= 2
     # 60 days later only the 5-day-old ERROR is young enough (65 d < 90 d).
     clock.write_text(str(now + 60 * DAY))
     offsets_eventually([6])
+    # ...so retention drops the index files of every day it changed: no expired row outlives it there.
+    deadline = time.monotonic() + 20
+    while any(path.exists() for path in indexes):
+        assert time.monotonic() < deadline, f"index files kept: {[p for p in indexes if p.exists()]}"
+        time.sleep(0.2)
+    assert engine.count(source, QuerySpec(contains="row", levels=("ERROR",))) == 1
     deadline = time.monotonic() + 20
     while metric(archive, "ranklog_archive_oldest_partition_timestamp_seconds") == oldest_before:
         assert time.monotonic() < deadline, "oldest partition metric did not move"

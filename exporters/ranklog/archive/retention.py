@@ -5,20 +5,26 @@ levels expired (e.g. DEBUG after 3 d) is rewritten without the expired rows thro
 journal transaction as compaction (or deleted when nothing remains). Row age is judged by `ts`, so
 a file is never kept or dropped on its hour alone when levels differ. Only this instance's files are
 touched (instances sharing a root each run their own retention, with the same config).
+Query indexes (``_ranklog_index``, ranklog.query.day_index) copy records, so a day whose files
+retention touched loses its index files too; the next query that needs the day rebuilds them from
+what is left. Expired records therefore never outlive their retention in an index.
 Metrics: files deleted or rewritten per level (`all` for whole files past every tier), the last
 run time; `ranklog_archive_oldest_partition_timestamp_seconds` comes from the storage scan.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
+from datetime import datetime, timezone
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..query.day_index import INDEX_ROOT
 from ..record import LEVELS
 from . import journal
 from .compaction import read_file
@@ -64,11 +70,13 @@ def apply_retention(storage: Storage, state_dir: str, policy: RetentionConfig, n
     """One retention pass; returns the number of files deleted or rewritten."""
     shortest = min([policy.default, *policy.levels.values()])
     changed = 0
+    touched_days: set[str] = set()
     for stored in storage.list_files(own_only=True):
         hour_end = stored.hour_start + 3600
         if stored.hour_start >= now - shortest:
             continue  # nothing in this hour can have expired yet
         if hour_end <= now - policy.longest():
+            touched_days.add(_day(stored))
             storage.delete(stored.path)
             _count(metrics, {"all"})
             changed += 1
@@ -76,6 +84,7 @@ def apply_retention(storage: Storage, state_dir: str, policy: RetentionConfig, n
         expired, levels = _expired_mask(storage, stored, policy, now)
         if not expired.any():
             continue
+        touched_days.add(_day(stored))
         if expired.all():
             storage.delete(stored.path)
         else:
@@ -91,10 +100,24 @@ def apply_retention(storage: Storage, state_dir: str, policy: RetentionConfig, n
         changed += 1
         log.info("retention: %s lost %d expired row(s) of level(s) %s", stored.name, int(expired.sum()),
                  ",".join(sorted(levels)))
+    _drop_day_indexes(storage, touched_days)
     storage.remove_empty_partitions()
     if metrics is not None:
         metrics.archive_retention_last_run_timestamp_seconds.set(now)
     return changed
+
+
+def _day(stored: StoredFile) -> str:
+    return datetime.fromtimestamp(stored.hour_start, tz=timezone.utc).strftime("%Y-%m-%d")
+
+
+def _drop_day_indexes(storage: Storage, days: set[str]) -> None:
+    """Delete every query index file of `days` (indexes are only written under local roots)."""
+    if storage.local_base is None:
+        return
+    for day in sorted(days):
+        for path in glob.glob(os.path.join(storage.local_base, INDEX_ROOT, "*", f"date={day}.parquet")):
+            storage.delete(path)
 
 
 def _count(metrics, levels: set) -> None:
