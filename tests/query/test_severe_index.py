@@ -99,12 +99,23 @@ def test_the_index_never_goes_stale(corpus, tmp_path):
     _answers(source, grown.filter(keep), WATCHDOG)
 
 
-def test_without_a_writable_root_the_index_lives_in_memory(corpus, tmp_path, monkeypatch):
+def test_without_a_writable_root_searches_read_the_files(corpus, tmp_path, monkeypatch):
+    """No disk for the index (object storage, read-only root): the same answers, no index kept."""
     write_archive(corpus, tmp_path)
     monkeypatch.setattr(SEVERE_INDEX, "path", lambda source, date: None)
-    monkeypatch.setattr(SEVERE_INDEX, "_memory", {})
     source = open_source(archive=str(tmp_path))
+    assert plan_days(source, source.list_files(), search_literals(WATCHDOG)) == {}
     for spec in (WATCHDOG, SPECS["severe substring, host and window"]):
         _answers(source, corpus, spec)
-    assert not (tmp_path / "_ranklog_index" / "severe").exists()
-    assert len(SEVERE_INDEX._memory) == 2
+    assert not (tmp_path / "_ranklog_index" / "severe").exists() and not SEVERE_INDEX._memory
+
+
+def test_a_damaged_index_is_rebuilt(corpus, tmp_path):
+    write_archive(corpus, tmp_path)
+    source = open_source(archive=str(tmp_path))
+    _answers(source, corpus, WATCHDOG)
+    for path in (tmp_path / "_ranklog_index" / "severe").glob("*.parquet"):
+        path.write_bytes(b"not parquet")
+    _answers(source, corpus, WATCHDOG)
+    for path in (tmp_path / "_ranklog_index" / "severe").glob("*.parquet"):
+        assert pq.read_table(path).num_rows > 0

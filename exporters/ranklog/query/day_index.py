@@ -81,7 +81,7 @@ class DayIndex:
 
         try:
             return self.manifest(pq.read_schema(path).metadata)
-        except OSError:
+        except (OSError, ValueError):  # damaged or not Parquet (pyarrow.ArrowInvalid): rebuilt over
             return None
 
     def _write(self, path: str, table: pa.Table) -> None:

@@ -16,7 +16,8 @@ the text-index bitmaps of that file's *other* row groups: so a search knows, wit
 file, whether anything else in it can match. Files without a text index (flush files not compacted
 yet) are searched whole, as are files the index does not cover.
 
-The answer is exactly the one without the index: a covered file's severe row groups are answered
+The index is only kept on disk (a local, writable root); without one, searches read the data
+files as before. The answer is exactly the one without the index: a covered file's severe row groups are answered
 from the index and its other row groups from the file; rows of files that are gone (compacted
 away, expired) are dropped; the index rows are the data files' rows, filtered by the same
 expression. Cost: ~10 % of the archive's bytes (the severe rows a second time, zstd), built when
@@ -177,11 +178,14 @@ class DayPlan:
 
 def plan_day(source: ArchiveSource, date: str, files: list[DataFile], literals: list[bytes]) -> DayPlan:
     """The day's plan for a search whose pattern requires `literals` (`files`: that day's, selected)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     manifest, path, table = SEVERE_INDEX.fresh(source, date, files)
-    metadata = pq.ParquetFile(path).metadata.metadata if path is not None else table.schema.metadata
-    metadata = metadata or {}
+    try:
+        metadata = (pq.ParquetFile(path).metadata.metadata if path is not None else table.schema.metadata) or {}
+    except (OSError, pa.ArrowInvalid):  # unreadable (another version's, or removed meanwhile): not used
+        metadata, manifest = {}, {}
     try:
         plan = json.loads(metadata[PLAN_KEY])
     except (KeyError, ValueError):
@@ -204,7 +208,11 @@ def plan_day(source: ArchiveSource, date: str, files: list[DataFile], literals: 
 
 
 def plan_days(source: ArchiveSource, files: Iterable[DataFile], literals: list[bytes]) -> dict[str, DayPlan]:
+    """Plans per day, or none at all when the index cannot be stored: held in memory for a process's
+    life (the archive's query endpoint over object storage) it would cost ~10 MB per day."""
     by_date: dict[str, list[DataFile]] = {}
     for data_file in files:
         by_date.setdefault(data_file.date, []).append(data_file)
+    if not by_date or SEVERE_INDEX.path(source, next(iter(by_date))) is None:
+        return {}
     return {date: plan_day(source, date, day_files, literals) for date, day_files in by_date.items()}
