@@ -279,7 +279,7 @@ def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
 
     With required literals, each day's severe-rows index (:mod:`.severe_index`) answers for the
     covered files' ERROR/CRITICAL row groups; its hits for an hour come just before that hour's files.
-    Memory: one day's index hits at a time.
+    Memory: at most three days' index hits at a time.
     """
     from .severe_index import plan_days
 
@@ -296,14 +296,15 @@ def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
             return data_file, None  # nothing outside the index can match: the file is not opened
         return data_file, search_file(source, data_file, spec, expression, other_filters, literals, columns, only)
 
+    # Each day's index hits are read on a thread of their own, a day ahead of the files' results.
+    days = list(dict.fromkeys(data_file.date for data_file in files)) if plans else []
+    hits = _in_order(lambda date: plans[date].hits(expression, columns), days, workers=1, ahead=2)
     day, day_hits, started = None, {}, set()
     for data_file, table in _in_order(one, files, workers, ahead=2 * workers):
         if data_file.partition not in started:
             started.add(data_file.partition)
-            if data_file.date != day:
-                day = data_file.date
-                plan = plans.get(day)
-                day_hits = plan.hits(expression, columns) if plan is not None else {}
+            if plans and data_file.date != day:
+                day, day_hits = data_file.date, next(hits)
             table = _joined(day_hits.pop(data_file.partition, None), table)
         if table is not None:
             for batch in table.to_batches(max_chunksize=BATCH_ROWS):
