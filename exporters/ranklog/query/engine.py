@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 TIE_BREAK = ("host", "source_id", "offset")
 DEDUP_KEY = ("source_id", "offset")
 BATCH_ROWS = 65_536
+COALESCE_ROWS = 8192
 # Read-ahead bounds: pyarrow's defaults (16 batches x 4 files, and in practice whole files of a
 # dataset) hold many decoded batches when the consumer is slower than the reader (an export).
 READAHEAD_BATCHES = 2
@@ -201,11 +202,12 @@ def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) ->
 
 
 def _coalesced(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
-    """Runs of consecutive partitions' tables, each run at least BATCH_ROWS rows (or the rest).
+    """Runs of consecutive partitions' tables, each run at least COALESCE_ROWS rows (or the rest).
 
     Hour partitions hold disjoint time ranges in order, so sorting a run by time gives the rows in
     the order sorting each partition would: one sort for many small hours instead of one per hour
-    (720 sorts cost ~0.4 s in a search over 30 days with a few dozen matches per hour).
+    (720 sorts cost ~0.4 s in a search over 30 days with a few dozen matches per hour). Runs stay
+    small: at BATCH_ROWS a streaming export's peak RSS grew by ~70 MiB (tests/query/test_memory.py).
     """
     import pyarrow as pa
 
@@ -214,7 +216,7 @@ def _coalesced(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
     for table in tables:
         run.append(table)
         rows += table.num_rows
-        if rows >= BATCH_ROWS:
+        if rows >= COALESCE_ROWS:
             yield run[0] if len(run) == 1 else pa.concat_tables(run)
             run, rows = [], 0
     if run:
