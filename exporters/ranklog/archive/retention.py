@@ -17,7 +17,6 @@ from __future__ import annotations
 import glob
 import logging
 import os
-from datetime import datetime, timezone
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +28,7 @@ from ..record import LEVELS
 from . import journal
 from .compaction import read_file
 from .config import RetentionConfig
-from .storage import Storage, StoredFile, temp_name
+from .storage import Storage, StoredFile, partition_dir, temp_name
 from .writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, write_parquet
 
 log = logging.getLogger("ranklog.archive.retention")
@@ -108,7 +107,8 @@ def apply_retention(storage: Storage, state_dir: str, policy: RetentionConfig, n
 
 
 def _day(stored: StoredFile) -> str:
-    return datetime.fromtimestamp(stored.hour_start, tz=timezone.utc).strftime("%Y-%m-%d")
+    """The file's `date=YYYY-MM-DD` partition: how day indexes are named too."""
+    return partition_dir(int(stored.hour_start // 3600)).split("/")[0]
 
 
 def _drop_day_indexes(storage: Storage, days: set[str]) -> None:
@@ -116,7 +116,7 @@ def _drop_day_indexes(storage: Storage, days: set[str]) -> None:
     if storage.local_base is None:
         return
     for day in sorted(days):
-        for path in glob.glob(os.path.join(storage.local_base, INDEX_ROOT, "*", f"date={day}.parquet")):
+        for path in glob.glob(os.path.join(storage.local_base, INDEX_ROOT, "*", f"{day}.parquet")):
             storage.delete(path)
 
 

@@ -6,23 +6,22 @@ text index (:mod:`ranklog.text_index`) lets a message search skip the rest. But 
 occurs in most hours, so a search over 30 days still opens 720 files and decodes ~20 small column
 chunks in each: bench_query (c) measured pyarrow's threaded scan of just those row groups at 1.65 s,
 slower than ``grep`` over the raw JSONL (0.96 s). Those fixed costs per file, not the bytes, are the
-bill. Here the same rows sit in one file per day, sorted by message template (so the rows of one failure
-cluster into a few row groups), with a text index per row group of their own.
+bill. Here the same rows sit in one file per day, sorted by message template (so the rows of one
+failure cluster into a few row groups), with a text index per row group of their own.
 
 Layout: ``<root>/_ranklog_index/severe/date=YYYY-MM-DD.parquet`` (storage, coverage and refresh are
 :mod:`.day_index`'s). It holds every column of the pure ERROR/CRITICAL row groups of the day's
-compacted files plus ``__file`` (the data file each row came from), ordered by message template,
-and in its footer, per data file,
-the text-index bitmaps of that file's *other* row groups: so a search knows, without opening a data
-file, whether anything else in it can match. Files without a text index (flush files not compacted
-yet) are searched whole, as are files the index does not cover.
+compacted files plus ``__file`` (the data file each row came from), ordered by message template.
+Its footer carries, per data file, the text-index bitmaps of that file's *other* row groups, so a
+search knows without opening a data file whether anything else in it can match. Files without a
+text index (flush files not compacted yet) are searched whole, as are files the index does not cover.
 
-The index is only kept on disk (a local, writable root); without one, searches read the data
-files as before. The answer is exactly the one without the index: a covered file's severe row groups are answered
-from the index and its other row groups from the file; rows of files that are gone (compacted
-away, expired) are dropped; the index rows are the data files' rows, filtered by the same
-expression. Cost: ~10 % of the archive's bytes (the severe rows a second time, zstd), built when
-a search first needs a day (or after the day changed enough), like the trace index.
+The index is only kept on disk (a local, writable root); without one, searches read the data files
+as before. The answer is exactly the one without the index: a covered file's severe row groups are
+answered from the index and its other row groups from the file; rows of files that are gone
+(compacted away, expired) are dropped; the index rows are the data files' rows, filtered by the
+same expression. Cost: ~10 % of the archive's bytes (the severe rows a second time, zstd), built
+when a search first needs a day (or after the day changed enough), like the trace index.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from .day_index import DayIndex, relative
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
     from .sources import ArchiveSource, DataFile
 
@@ -134,6 +134,7 @@ class DayPlan:
     row_groups: dict[str, list[int] | None]
     covered: dict[str, tuple[str, int]]  # covered file (relative) → its partition
     index_path: str | None
+    index_metadata: pq.FileMetaData | None  # the index file's footer, read once by plan_day
     index_table: pa.Table | None
     index_bitmaps: list[bytes] | None
     literals: list[bytes]
@@ -150,7 +151,7 @@ class DayPlan:
         if not self.covered:
             return {}
         if self.index_path is not None:
-            file = pq.ParquetFile(self.index_path)
+            file = pq.ParquetFile(self.index_path, metadata=self.index_metadata)
             groups = list(range(file.metadata.num_row_groups))
             kept = self._kept(groups, [file.metadata.row_group(g).num_rows for g in groups])
             table = file.read_row_groups(kept) if kept else _schema().empty_table()  # columns in parallel
@@ -196,8 +197,10 @@ def plan_day(source: ArchiveSource, date: str, files: list[DataFile], literals: 
     import pyarrow.parquet as pq
 
     manifest, path, table = SEVERE_INDEX.fresh(source, date, files)
+    footer = None
     try:
-        metadata = (pq.ParquetFile(path).metadata.metadata if path is not None else table.schema.metadata) or {}
+        footer = pq.read_metadata(path) if path is not None else None
+        metadata = (footer.metadata if footer is not None else table.schema.metadata) or {}
     except (OSError, pa.ArrowInvalid):  # unreadable (another version's, or removed meanwhile): not used
         metadata, manifest = {}, {}
     try:
@@ -218,7 +221,7 @@ def plan_day(source: ArchiveSource, date: str, files: list[DataFile], literals: 
         covered[name] = data_file.partition
         row_groups[data_file.path] = [group for group, number in entry
                                       if text_index.may_contain(others[number], literals)]
-    return DayPlan(row_groups, covered, path, table, text_index.decode(metadata), literals)
+    return DayPlan(row_groups, covered, path, footer, table, text_index.decode(metadata), literals)
 
 
 def plan_days(source: ArchiveSource, files: Iterable[DataFile], literals: list[bytes]) -> dict[str, DayPlan]:
