@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ranklog.agent.checkpoint import CheckpointStore, FileCheckpoint
-from ranklog.agent.identity import HEAD_BYTES, head_matches, identify, make_source_id
+from ranklog.file_identity import HEAD_BYTES, head_matches, identify, make_source_id
 
 
 def _identify(path: Path):

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ranklog.archive.storage import HOUR_NS, partition_dir
+from ranklog.archive_layout import HOUR_NS, partition_dir
 from ranklog.record import FIELDS, arrow_schema, format_ts
 from tests.helpers.archive_proc import NDJSON, arrow_body, read_archive
 

@@ -15,8 +15,9 @@ import pytest
 
 from ranklog.archive import journal
 from ranklog.archive.compaction import compact, plan
-from ranklog.archive.storage import HOUR_NS, Storage, temp_name, write_atomic
+from ranklog.archive.storage import Storage, temp_name, write_atomic
 from ranklog.archive.writer import SORT_KEYS, is_compacted, row_sort_key, write_parquet
+from ranklog.archive_layout import HOUR_NS
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec
 from ranklog.query.sources import open_source
@@ -30,7 +31,7 @@ DAY = 86400
 
 
 def _hour_files(root, hour_ns: int = PAST_NS) -> list:
-    from ranklog.archive.storage import partition_dir
+    from ranklog.archive_layout import partition_dir
 
     return sorted((root / partition_dir(hour_ns // HOUR_NS)).glob("*.parquet"))
 

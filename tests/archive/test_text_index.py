@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ranklog import text_index
-from ranklog.archive.storage import HOUR_NS, Storage, temp_name
+from ranklog.archive.storage import Storage, temp_name
 from ranklog.archive.writer import (
     COMPACTION_PAGE_BYTES,
     SEVERE_LEVELS,
@@ -19,6 +19,7 @@ from ranklog.archive.writer import (
     sort_records,
     write_parquet,
 )
+from ranklog.archive_layout import HOUR_NS
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec
 from ranklog.query.sources import open_source

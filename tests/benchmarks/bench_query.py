@@ -51,8 +51,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from ranklog import text_index  # noqa: E402
 from ranklog.archive import writer  # noqa: E402
+from ranklog.archive_layout import INDEX_ROOT  # noqa: E402
 from ranklog.query import engine  # noqa: E402
-from ranklog.query.day_index import INDEX_ROOT  # noqa: E402
 from ranklog.query.filters import QuerySpec  # noqa: E402
 from ranklog.query.sources import open_source  # noqa: E402
 from ranklog.query.text_search import _indexed_out, search_literals  # noqa: E402

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ranklog.agent.identity import identify, make_source_id
 from ranklog.errors import UserError
+from ranklog.file_identity import identify, make_source_id
 from ranklog.parse.directory import iter_log_dir, read_log_dir
 from ranklog.record import arrow_schema
 from tests.helpers.layouts import write_ranklog_tree, write_ray_session, write_torchrun_tree, write_verl_run

@@ -4,7 +4,7 @@ Data path, one module per step:
 
 - :mod:`.config`, :mod:`.presets` — what to read (globs + formats; ranklog/ray/torchrun/verl presets);
 - :mod:`.discover` — polling discovery (250 ms) in its own thread, opening new files at once;
-- :mod:`.identity`, :mod:`.tail`, :mod:`.tracker` — file identity (dev+inode+head checksum), rotation,
+- :mod:`ranklog.file_identity`, :mod:`.tail`, :mod:`.tracker` — file identity (dev+inode+head checksum), rotation,
   truncation, deletion; reading and parsing (``ranklog.parse``) into Arrow record batches;
 - :mod:`.observe`, :mod:`.observe_thread` — Prometheus metrics from each parsed batch (vectorized, on a
   thread of their own);

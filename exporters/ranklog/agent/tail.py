@@ -21,8 +21,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..file_identity import FileIdentity, head_matches, identify, make_source_id
 from .acks import Chunk, Watermark
-from .identity import FileIdentity, head_matches, identify, make_source_id
 
 
 @dataclass

@@ -23,11 +23,11 @@ import os
 import time
 from typing import Any
 
+from ..file_identity import FileIdentity, head_matches
 from .acks import Chunk, Watermark
 from .checkpoint import FileCheckpoint
 from .config import SourceSpec
 from .discover import Opened
-from .identity import FileIdentity, head_matches
 from .tail import TrackedFile, resolve_format
 
 log = logging.getLogger("ranklog.agent.tail")

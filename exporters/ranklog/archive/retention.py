@@ -23,12 +23,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..query.day_index import INDEX_ROOT
+from ..archive_layout import index_glob, partition_dir
 from ..record import LEVELS
 from . import journal
 from .compaction import read_file
 from .config import RetentionConfig
-from .storage import Storage, StoredFile, partition_dir, temp_name
+from .storage import Storage, StoredFile, temp_name
 from .writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, write_parquet
 
 log = logging.getLogger("ranklog.archive.retention")
@@ -116,7 +116,7 @@ def _drop_day_indexes(storage: Storage, days: set[str]) -> None:
     if storage.local_base is None:
         return
     for day in sorted(days):
-        for path in glob.glob(os.path.join(storage.local_base, INDEX_ROOT, "*", f"{day}.parquet")):
+        for path in glob.glob(index_glob(storage.local_base, day)):
             storage.delete(path)
 
 

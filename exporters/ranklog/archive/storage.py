@@ -20,12 +20,10 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import pyarrow.fs as pafs
 
-HOUR_NS = 3600 * 1_000_000_000
-_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
+from ..archive_layout import partition_dir, partition_start
 
 
 @dataclass(frozen=True)
@@ -37,21 +35,6 @@ class StoredFile:
     @property
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
-
-
-def partition_dir(hour_index: int) -> str:
-    """`date=YYYY-MM-DD/hour=HH` for an hour counted since the epoch."""
-    moment = datetime.fromtimestamp(hour_index * 3600, tz=timezone.utc)
-    return moment.strftime("date=%Y-%m-%d/hour=%H")
-
-
-def partition_start(directory: str) -> float | None:
-    """Epoch seconds of the hour a `…/date=…/hour=…` directory holds, or None."""
-    match = _PARTITION.search(directory.rstrip("/"))
-    if not match:
-        return None
-    moment = datetime.strptime(f"{match.group(1)} {match.group(2)}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
-    return moment.timestamp()
 
 
 def temp_name(final_path: str) -> str:

@@ -53,15 +53,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import text_index
-from ..record import DICTIONARY_FIELDS, FIELDS, levels_at_least
-from .storage import HOUR_NS, Storage
+from ..archive_layout import COMPACTED_KEY, HOUR_NS, SEVERE_LEVELS
+from ..record import DICTIONARY_FIELDS, FIELDS
+from .storage import Storage
 
 SORT_KEYS: tuple[str, ...] = ("level", "host", "source_id", "ts")
-# Compaction puts the rows of these levels first, in row groups of their own (see severity_row_groups).
-SEVERE_LEVELS: tuple[str, ...] = tuple(levels_at_least("ERROR"))
 DICTIONARY_COLUMNS = [*DICTIONARY_FIELDS, "trace_id"]
 DELTA_COLUMNS = {"ts": "DELTA_BINARY_PACKED", "offset": "DELTA_BINARY_PACKED", "seq": "DELTA_BINARY_PACKED"}
-COMPACTED_KEY = b"ranklog.compacted"
 FREE_TEXT_COLUMNS = ("msg", "exc", "attrs")
 STATISTICS_COLUMNS = [name for name in FIELDS if name not in FREE_TEXT_COLUMNS]
 FLUSH_ROW_GROUP_ROWS = 256 * 1024

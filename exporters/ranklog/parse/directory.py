@@ -5,7 +5,7 @@ Every regular file that :func:`ranklog.parse.detect` recognises is parsed to its
 at EOF, in bounded chunks so a multi-GB file never sits in memory whole). Host: the record's own
 when it carries one, else the layout's (``<job>/<host>/rank-…``), else ``unknown`` — a copied folder
 says nothing reliable about the machine that wrote it, and the reading machine's name would be
-wrong. ``source_id`` is the agent's identity (:func:`ranklog.agent.identity.make_source_id`: host,
+wrong. ``source_id`` is the agent's identity (:func:`ranklog.file_identity.make_source_id`: host,
 device, inode, head checksum), so records read here and records shipped by an agent from the same
 file carry the same key. Unreadable files are skipped with a warning; an unreadable directory is a
 :class:`~ranklog.errors.UserError`.
@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 import pyarrow as pa
 
 from ranklog.errors import UserError
+from ranklog.file_identity import identify, make_source_id
 from ranklog.record import arrow_schema
 
 from . import SourceContext, detect, parse
@@ -134,7 +135,5 @@ def _parse_file(file_path: str, detected, read_time_ns: int) -> Iterator[tuple[p
 
 def _source_id(fd: int, host: str, file_path: str) -> str | None:
     """The agent's source id for this file (same key as when an agent ships it)."""
-    from ranklog.agent.identity import identify, make_source_id
-
     ident = identify(fd, os.fstat(fd))
     return None if ident is None else make_source_id(host, ident)

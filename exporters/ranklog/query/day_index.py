@@ -21,16 +21,16 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..archive_layout import DAY_NS, index_path
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from .sources import ArchiveSource, DataFile
 
-INDEX_ROOT = "_ranklog_index"
 MANIFEST_KEY = b"ranklog.index.files"
 REBUILD_MIN_UNCOVERED_FILES = 4
 REBUILD_UNCOVERED_FRACTION = 0.1
-DAY_NS = 24 * 3600 * 1_000_000_000
 
 Build = Callable[["ArchiveSource", "list[DataFile]"], "pa.Table"]
 
@@ -67,7 +67,7 @@ class DayIndex:
         root = source.local_root
         if root is None or not os.access(root, os.W_OK):
             return None
-        return os.path.join(root, INDEX_ROOT, self.kind, f"date={date}.parquet")
+        return index_path(root, self.kind, date)
 
     @staticmethod
     def manifest(metadata: dict[bytes, bytes] | None) -> dict[str, int] | None:

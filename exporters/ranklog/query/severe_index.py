@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import text_index
+from ..archive_layout import SEVERE_LEVELS
 from ..record import FIELDS, arrow_schema
 from .day_index import DayIndex, relative
 
@@ -56,8 +57,6 @@ def _schema() -> pa.Schema:
 
 def _severe_levels() -> pa.Array:
     import pyarrow as pa
-
-    from ..archive.writer import SEVERE_LEVELS
 
     return pa.array(SEVERE_LEVELS, pa.string())
 

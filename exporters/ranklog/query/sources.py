@@ -13,21 +13,17 @@ directories, that can hold records of the range are listed.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..archive_layout import DATE_DIR, DAY_NS, HOUR_DIR, HOUR_NS, hour_start_ns
 from ..errors import UserError
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-_DATE_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
-_HOUR_DIR = re.compile(r"^hour=(\d{1,2})$")
-_HOUR_NS = 3600 * 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -51,12 +47,7 @@ class DataFile:
 
     @property
     def start_ns(self) -> int:
-        day = datetime.strptime(self.date, "%Y-%m-%d").replace(tzinfo=timezone.utc)
-        return int(day.timestamp()) * 1_000_000_000 + self.hour * _HOUR_NS
-
-
-def _hour_start(date: str, hour: int) -> int:
-    return DataFile("", date, hour, 0).start_ns
+        return hour_start_ns(self.date, self.hour)
 
 
 def _visible(name: str) -> bool:
@@ -150,21 +141,21 @@ class ArchiveSource:
 
         files: list[DataFile] = []
         for day in self._list(self.root):
-            match = _DATE_DIR.match(day.base_name)
+            match = DATE_DIR.match(day.base_name)
             if day.type != pafs.FileType.Directory or not match:
                 continue
             date = match.group(1)
-            day_start = _hour_start(date, 0)
+            day_start = hour_start_ns(date, 0)
             if (end_ns is not None and day_start >= end_ns) or (
-                    start_ns is not None and day_start + 24 * _HOUR_NS <= start_ns):
+                    start_ns is not None and day_start + DAY_NS <= start_ns):
                 continue
             for hour_dir in self._list(day.path):
-                hour_match = _HOUR_DIR.match(hour_dir.base_name)
+                hour_match = HOUR_DIR.match(hour_dir.base_name)
                 if hour_dir.type != pafs.FileType.Directory or not hour_match:
                     continue
                 hour = int(hour_match.group(1))
-                begin = day_start + hour * _HOUR_NS
-                if (end_ns is not None and begin >= end_ns) or (start_ns is not None and begin + _HOUR_NS <= start_ns):
+                begin = day_start + hour * HOUR_NS
+                if (end_ns is not None and begin >= end_ns) or (start_ns is not None and begin + HOUR_NS <= start_ns):
                     continue
                 files.extend(
                     DataFile(entry.path, date, hour, entry.size or 0)

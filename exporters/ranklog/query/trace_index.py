@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from .day_index import INDEX_ROOT, DayIndex, relative
+from ..archive_layout import INDEX_ROOT
+from .day_index import DayIndex, relative
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -1,0 +1,63 @@
+"""The archive's on-disk contract, shared by the archive (which writes it) and query (which reads it).
+
+Layout: ``<root>/date=YYYY-MM-DD/hour=HH/<archive-id>-<seq>.parquet``, the hour being the UTC hour of
+`ts`. Derived indexes (built by query, dropped by archive retention when a day changes) live under
+``<root>/<INDEX_ROOT>/<kind>/date=YYYY-MM-DD.parquet``. Compaction gives the rows of
+:data:`SEVERE_LEVELS` row groups of their own and marks its files with :data:`COMPACTED_KEY` in the
+Parquet footer (the text skip index's key is :data:`ranklog.text_index.METADATA_KEY`).
+
+This module imports nothing of ranklog but :mod:`ranklog.record`, and no third-party package: both
+sides import it, so neither needs the other's internals.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+
+from .record import levels_at_least
+
+HOUR_NS = 3600 * 1_000_000_000
+DAY_NS = 24 * HOUR_NS
+DATE_DIR = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
+HOUR_DIR = re.compile(r"^hour=(\d{1,2})$")
+_PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
+
+# Where query keeps its per-day derived indexes, relative to the archive root.
+INDEX_ROOT = "_ranklog_index"
+# Compaction puts the rows of these levels first, in row groups of their own (archive.parquet_writer).
+SEVERE_LEVELS: tuple[str, ...] = tuple(levels_at_least("ERROR"))
+# Footer key-value metadata of a file written by compaction (value b"1").
+COMPACTED_KEY = b"ranklog.compacted"
+
+
+def partition_dir(hour_index: int) -> str:
+    """`date=YYYY-MM-DD/hour=HH` for an hour counted since the epoch."""
+    moment = datetime.fromtimestamp(hour_index * 3600, tz=timezone.utc)
+    return moment.strftime("date=%Y-%m-%d/hour=%H")
+
+
+def partition_start(directory: str) -> float | None:
+    """Epoch seconds of the hour a `…/date=…/hour=…` directory holds, or None."""
+    match = _PARTITION.search(directory.rstrip("/"))
+    if not match:
+        return None
+    moment = datetime.strptime(f"{match.group(1)} {match.group(2)}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def hour_start_ns(date: str, hour: int) -> int:
+    """Nanoseconds since the epoch at the start of `hour` (0-23) of `date` (YYYY-MM-DD, UTC)."""
+    day = datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    return int(day.timestamp()) * 1_000_000_000 + hour * HOUR_NS
+
+
+def index_path(root: str, kind: str, date: str) -> str:
+    """Where the derived index of `kind` for `date` (YYYY-MM-DD) lives under a local archive root."""
+    return os.path.join(root, INDEX_ROOT, kind, f"date={date}.parquet")
+
+
+def index_glob(root: str, day_dir: str) -> str:
+    """A glob of every derived index of one day (`day_dir` is the partition's `date=YYYY-MM-DD`)."""
+    return os.path.join(root, INDEX_ROOT, "*", f"{day_dir}.parquet")
