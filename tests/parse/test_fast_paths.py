@@ -65,7 +65,7 @@ def test_fast_layout_twin_gives_the_lazy_patterns_groups() -> None:
     very same groups; the others (logger names with spaces) still get the lazy pattern's answer."""
     import pyarrow.compute as pc
 
-    from ranklog.parse.python import PYTHON_LAYOUTS
+    from ranklog.parse.formats.python import PYTHON_LAYOUTS
 
     layout = PYTHON_LAYOUTS[0]
     assert layout.fast is not None and layout.patterns == (layout.fast, layout.pattern)
@@ -92,8 +92,8 @@ def test_python_parse_is_the_same_with_and_without_the_fast_twin() -> None:
     from dataclasses import replace
 
     from ranklog.parse import SourceContext
-    from ranklog.parse.engine import TextFormat, parse_text_lines
-    from ranklog.parse.python import PYTHON
+    from ranklog.parse.text_layouts import TextFormat, parse_text_lines
+    from ranklog.parse.formats.python import PYTHON
 
     text = "\n".join([
         "2026-12-02 13:04:05,123 - verl.trainer - INFO - step 1 - loss 0.5",

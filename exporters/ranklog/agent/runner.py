@@ -34,10 +34,7 @@ log = logging.getLogger("ranklog.agent")
 
 class Agent:
     def __init__(self, cfg: AgentConfig, registry=None) -> None:
-        from .. import parse as parse_mod
-
         self.cfg = cfg
-        self.parse = parse_mod
         self.metrics = create("agent", registry)
         self.budget = InflightBudget(cfg.max_unacked_bytes, self.metrics.agent_reading_paused)
         labels = LabelBudget(self.metrics.metric_label_overflow, cfg.max_jobs, cfg.max_ranks, cfg.max_metric_names)
@@ -47,7 +44,7 @@ class Agent:
         self.store = CheckpointStore(cfg.state_dir)
         self.writer: CheckpointWriter | None = None
         self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval)
-        self.tracker = FileTracker(cfg, self.metrics, parse_mod)
+        self.tracker = FileTracker(cfg, self.metrics)
         self._turn = 0
 
     def run(self, stop: threading.Event) -> None:
@@ -87,7 +84,7 @@ class Agent:
         for tf in files[self._turn:] + files[:self._turn]:
             if not self.budget.may_read():
                 break
-            outcome = tf.read_step(self.parse, self.cfg.read_chunk, self.cfg.idle_final, now)
+            outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now)
             if outcome.truncated:
                 self._submit_all(self.tracker.truncated(tf))
                 worked = True

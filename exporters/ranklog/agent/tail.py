@@ -21,6 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import parse
 from ..file_identity import FileIdentity, head_matches, identify, make_source_id
 from .acks import Chunk, Watermark
 
@@ -33,13 +34,13 @@ class ReadOutcome:
     truncated: bool = False  # the file was truncated under us: the tracker starts a new generation
 
 
-def resolve_format(parse_mod, path: str, wanted: str) -> tuple[str, dict[str, Any]]:
+def resolve_format(path: str, wanted: str) -> tuple[str, dict[str, Any]]:
     """(format, layout fields) of a file: `wanted` unless ``auto``, layout fields from detection either way.
 
     A file detection does not know (e.g. a rotated ``app.log.1`` seen for the first time) is read as
     ``text``: every line is kept, nothing is guessed.
     """
-    detected = parse_mod.detect(path)
+    detected = parse.detect(path)
     fields = dict(detected.fields) if detected is not None and detected.fields else {}
     if wanted == "auto":
         wanted = detected.format if detected is not None else "text"
@@ -56,7 +57,7 @@ class TrackedFile:
     generation: int = 1
     ident: FileIdentity | None = None
     key: str | None = None  # source_id, once identified
-    ctx: Any = None  # parse.SourceContext
+    ctx: parse.SourceContext | None = None
     read_offset: int = 0
     parse_offset: int = 0
     carry: bytes = b""
@@ -69,7 +70,7 @@ class TrackedFile:
     detached: bool = False  # rotated away or deleted: read to the end, then let go
     retired: bool = False  # an old generation (before a truncation): only waits for its acks
 
-    def identify(self, host: str, ip: str, parse_mod) -> bool:
+    def identify(self, host: str, ip: str) -> bool:
         """Take the file's identity once it has bytes; True when it was identified now.
 
         The format of an ``auto`` source is resolved here too, when there are lines to sniff.
@@ -81,14 +82,14 @@ class TrackedFile:
         if ident is None:
             return False
         if self.format == "auto":
-            self.format, self.fields = resolve_format(parse_mod, self.path, "auto")
+            self.format, self.fields = resolve_format(self.path, "auto")
         self.ident = ident
         self.key = make_source_id(host, ident, self.generation)
-        self.ctx = parse_mod.SourceContext(source=self.path, source_id=self.key, format=self.format, host=host,
-                                           ip=ip, fields=dict(self.fields), state={}, options=dict(self.options))
+        self.ctx = parse.SourceContext(source=self.path, source_id=self.key, format=self.format, host=host,
+                                       ip=ip, fields=dict(self.fields), state={}, options=dict(self.options))
         return True
 
-    def read_step(self, parse_mod, read_chunk: int, idle_final: float, now: float) -> ReadOutcome:
+    def read_step(self, read_chunk: int, idle_final: float, now: float) -> ReadOutcome:
         """Read and parse the next piece of the file.
 
         After every read that returned bytes the head is checked again: if the file was truncated and
@@ -109,18 +110,18 @@ class TrackedFile:
             buffer, final = self.carry, True
         else:
             return ReadOutcome()
-        chunk, errors = self._parse(parse_mod, buffer, final)
+        chunk, errors = self._parse(buffer, final)
         return ReadOutcome(chunk, len(data), errors)
 
-    def flush_pending(self, parse_mod) -> tuple[Chunk | None, int]:
+    def flush_pending(self) -> tuple[Chunk | None, int]:
         """Parse what is left in `carry` as complete (before retiring the file)."""
         if self.key is None or not self.carry:
             return None, 0
-        return self._parse(parse_mod, self.carry, True)
+        return self._parse(self.carry, True)
 
-    def _parse(self, parse_mod, buffer: bytes, final: bool) -> tuple[Chunk | None, int]:
+    def _parse(self, buffer: bytes, final: bool) -> tuple[Chunk | None, int]:
         self.ctx.source = self.path
-        result = parse_mod.parse(buffer, self.parse_offset, self.ctx, final=final, read_time_ns=time.time_ns())
+        result = parse.parse(buffer, self.parse_offset, self.ctx, final=final, read_time_ns=time.time_ns())
         consumed = result.consumed
         self.carry = buffer[consumed:] if consumed < len(buffer) else b""
         if consumed == 0:

@@ -23,6 +23,7 @@ import os
 import time
 from typing import Any
 
+from .. import parse
 from ..file_identity import FileIdentity, head_matches
 from .acks import Chunk, Watermark
 from .checkpoint import FileCheckpoint
@@ -42,10 +43,9 @@ def _open(path: str) -> tuple[int, os.stat_result] | None:
 
 
 class FileTracker:
-    def __init__(self, cfg, metrics, parse_mod) -> None:
+    def __init__(self, cfg, metrics) -> None:
         self.cfg = cfg
         self.metrics = metrics
-        self.parse = parse_mod
         self.files: list[TrackedFile] = []  # every tracked file, retired generations included
         self.by_key: dict[str, TrackedFile] = {}
         # (dev, inode) → the live file holding it; stable because every tracked file stays open.
@@ -74,12 +74,12 @@ class FileTracker:
                 self.dirty = True
                 continue
             path, fd, st = found
-            fmt, fields = resolve_format(self.parse, path, entry.format)
+            fmt, fields = resolve_format(path, entry.format)
             tf = TrackedFile(path=path, fd=fd, format=fmt, fields=fields,
                              options=dict(specs[path].options) if path in specs else {}, generation=entry.generation)
             tf.ident, tf.key = ident, entry.source_id
-            tf.ctx = self.parse.SourceContext(source=path, source_id=entry.source_id, format=fmt, host=self.cfg.host,
-                                              ip=self.cfg.ip, fields=dict(fields), state=dict(entry.parser_state),
+            tf.ctx = parse.SourceContext(source=path, source_id=entry.source_id, format=fmt, host=self.cfg.host,
+                                         ip=self.cfg.ip, fields=dict(fields), state=dict(entry.parser_state),
                                               options=dict(tf.options))
             tf.read_offset = tf.parse_offset = entry.offset
             tf.watermark = Watermark(entry.offset, dict(entry.parser_state))
@@ -129,7 +129,7 @@ class FileTracker:
         return chunks
 
     def _identify(self, tf: TrackedFile) -> None:
-        if tf.key is None and tf.identify(self.cfg.host, self.cfg.ip, self.parse):
+        if tf.key is None and tf.identify(self.cfg.host, self.cfg.ip):
             self.by_key[tf.key] = tf
             self.dirty = True
             log.info("tailing %s as %s (%s)", tf.path, tf.format, tf.key)
@@ -161,7 +161,7 @@ class FileTracker:
         truncated between two polls without being seen cannot be known (a lower bound, documented).
         """
         self._count_lost(tf.path, tf.size - tf.read_offset, "truncated")
-        chunk, _ = tf.flush_pending(self.parse)
+        chunk, _ = tf.flush_pending()
         log.info("%s was truncated at offset %d; starting over as generation %d",
                  tf.path, tf.read_offset, tf.generation + 1)
         tf.retired = True
@@ -191,7 +191,7 @@ class FileTracker:
             return
         fields: dict[str, Any] = {}
         if item.spec.format != "auto":
-            _, fields = resolve_format(self.parse, item.path, item.spec.format)
+            _, fields = resolve_format(item.path, item.spec.format)
         self._add(TrackedFile(path=item.path, fd=item.fd, format=item.spec.format, fields=fields,
                               options=dict(item.spec.options)))
 

@@ -22,12 +22,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import query_api
 from .auth import TokenStore
 from .config import ArchiveConfig
 from .ingest import IngestError, content_type_code, encoding_code
 from .openapi import openapi_document
 from .pipeline import Pipeline
+from .query_api import QueryEndpoint
 from .storage import DiskProbe, Storage
 from .wal import WalFailure
 
@@ -149,8 +149,13 @@ def routes() -> list[Route]:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
-        Route("/v1/query", query_api.query, methods=["GET", "POST"]),
+        # (a bound method: Starlette treats a callable object as a raw ASGI app, a method as a handler)
+        Route("/v1/query", QueryEndpoint(_archive_root, authorize).handle, methods=["GET", "POST"]),
     ]
+
+
+def _archive_root(request: Request) -> str:
+    return request.app.state.root
 
 
 def create_app(state: ArchiveState) -> Starlette:

@@ -37,9 +37,10 @@ import zlib
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..record import FIELDS, LEVELS, REQUIRED, arrow_schema, normalize_level, normalize_row
+from ..conform import SchemaMismatch
+from ..conform import conform as conform_table
+from ..record import FIELDS, REQUIRED, arrow_schema, normalize_row
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NDJSON = "application/x-ndjson"
@@ -49,7 +50,6 @@ _NDJSON_ALIASES = ("application/jsonl", "application/json-lines", "application/j
 ENCODINGS = {"identity": 0, "gzip": 1, "zstd": 2}
 BODY_KEY_PREFIX = "ndjson-body:"
 _ALIASES = {"msg": ("message", "log"), "ts": ("timestamp", "time", "@timestamp"), "level": ("severity",)}
-_LEVEL_SET = frozenset(LEVELS)
 
 
 class IngestError(Exception):
@@ -124,57 +124,12 @@ def read_arrow_stream(data: bytes) -> pa.Table:
         raise bad(f"body is not an Arrow IPC stream: {str(exc).splitlines()[0][:200]}") from None
 
 
-def _cast(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
-    if pa.types.is_dictionary(column.type):
-        column = pc.cast(column, column.type.value_type)
-    if column.type == field.type:
-        return column
-    if pa.types.is_timestamp(column.type) and pa.types.is_timestamp(field.type) and column.type.tz is None:
-        column = pc.cast(column, pa.timestamp(column.type.unit, tz="UTC"))
-    try:
-        return pc.cast(column, field.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise bad(f"column {field.name!r}: cannot use {column.type} as {field.type}: "
-                  f"{str(exc).splitlines()[0][:160]}") from None
-
-
-def normalize_levels(level: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Canonical level names, computed on the distinct values only (vectorized)."""
-    distinct = pc.unique(level)
-    if all(value in _LEVEL_SET for value in distinct.to_pylist()):
-        return level
-    mapped = pa.array([normalize_level(value) for value in distinct.to_pylist()], pa.string())
-    return pc.take(mapped, pc.index_in(level, value_set=distinct))
-
-
 def conform(table: pa.Table) -> pa.Table:
     """`table` with exactly the record schema, or a 400 naming the offending column."""
-    schema = arrow_schema()
-    names = table.column_names
-    if len(set(names)) != len(names):
-        raise bad("duplicate column names in the Arrow schema")
-    unknown = [name for name in names if schema.get_field_index(name) < 0]
-    if unknown:
-        raise bad(f"unknown column(s) {', '.join(map(repr, unknown))}: send extra fields inside 'attrs' (JSON text)")
-    missing = [name for name in FIELDS if name in REQUIRED and name not in names]
-    if missing:
-        raise bad(f"missing required column(s) {', '.join(map(repr, missing))}")
-    columns = []
-    for field in schema:
-        if field.name not in names:
-            columns.append(pa.nulls(table.num_rows, field.type))
-            continue
-        column = _cast(table[field.name], field)
-        if not field.nullable and column.null_count:
-            raise bad(f"column {field.name!r}: {column.null_count} null value(s) in a required column")
-        columns.append(column)
-    columns[FIELDS.index("level")] = normalize_levels(columns[FIELDS.index("level")])
-    out = pa.Table.from_arrays(columns, schema=schema)
-    try:  # see the module docstring: why the full check stays on the ACK path
-        out.validate(full=True)
-    except pa.ArrowInvalid as exc:
-        raise bad(f"invalid Arrow data: {str(exc).splitlines()[0][:200]}") from None
-    return out
+    try:
+        return conform_table(table, strict=True)
+    except SchemaMismatch as exc:
+        raise bad(str(exc)) from None
 
 
 # --- NDJSON ---------------------------------------------------------------------------------------

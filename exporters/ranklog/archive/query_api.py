@@ -1,7 +1,7 @@
 """``GET/POST /v1/query``: the archive answers queries over its own root, streaming the result.
 
 - Auth: the archive's own bearer-token check (``app.authorize``: same tokens, same 401, counted in
-  ``ranklog_archive_rejected_requests_total``). Mounted as ``query_api.query`` in ``app.routes()``;
+  ``ranklog_archive_rejected_requests_total``). Mounted by ``app.routes()`` as ``QueryEndpoint(root, app.authorize)``;
   :func:`query_route` serves a bare root without the ingest side.
 - ``POST`` takes JSON ``{"spec": QuerySpec.to_dict(), "columns": [...], "format": "arrow"|"ndjson",
   "count": false}``; ``GET`` takes the CLI's filter names as query parameters (``?level=ERROR&host=a
@@ -194,21 +194,6 @@ class QueryEndpoint:
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers or None)
-
-
-def _archive_authorize(request: Request) -> Response | None:
-    from .app import authorize  # the archive's own check: same 401, counted in its metrics
-
-    return authorize(request)
-
-
-def _archive_root(request: Request) -> str:
-    return request.app.state.root
-
-
-# The endpoint the archive service mounts: ``Route("/v1/query", query_api.query, methods=["GET", "POST"])``.
-# (a bound method: Starlette treats a callable object as a raw ASGI app, a method as a request handler)
-query = QueryEndpoint(_archive_root, _archive_authorize).handle
 
 
 def query_route(root: str, authorized: Callable[[Request], bool], limits: QueryLimits | None = None,

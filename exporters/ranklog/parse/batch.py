@@ -24,7 +24,7 @@ from .ansi import strip_ansi
 from .timestamps import TS_TYPE
 
 if TYPE_CHECKING:
-    from . import SourceContext
+    from .contract import SourceContext
 
 _CONTEXT_FIELDS = ("host", "ip")
 _TEXT_FIELDS = ("msg", "exc")

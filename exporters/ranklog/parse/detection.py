@@ -31,7 +31,7 @@ import re
 from pathlib import PurePath
 from typing import Any
 
-from . import Detected
+from .contract import Detected
 
 SNIFF_BYTES = 64 * 1024
 

@@ -25,7 +25,9 @@ from ranklog.errors import UserError
 from ranklog.file_identity import identify, make_source_id
 from ranklog.record import arrow_schema
 
-from . import SourceContext, detect, parse
+from . import parse
+from .contract import SourceContext
+from .detection import detect
 
 CHUNK_BYTES = 8 * 1024 * 1024
 Progress = Callable[[int, int], None]

@@ -24,13 +24,14 @@ from ranklog.record import INT32_FIELDS, INT64_FIELDS, normalize_row
 
 from .ansi import strip_ansi_text
 from .batch import build_batch, concat
+from .contract import ParseResult
 from .jsontext import join_members, json_member
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, blank_mask, split_lines
 from .timestamps import TS_TYPE, strings_to_timestamps, to_timestamps
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from .contract import SourceContext
 
 # Record field → JSON keys that may carry it, first present wins.
 Mapping_ = Mapping[str, Sequence[str]]
@@ -51,8 +52,6 @@ class _Fallback(Exception):
 def parse_json_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
                      mapping: Mapping_, extras_hook: ExtrasHook | None = None) -> ParseResult:
     """Parse every complete JSON line of `data`; see the module docstring for the fallbacks."""
-    from . import ParseResult
-
     max_line = int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024))
     lines = split_lines(data, final=final, max_line_bytes=max_line)
     keep = np.flatnonzero(~blank_mask(data, lines))

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
+from ..conform import conform
 from ..errors import UserError
 from ..record import FIELDS, arrow_schema
 from .filters import QuerySpec
@@ -224,17 +225,6 @@ def _coalesced(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
 
 
 # -- raw log directory ------------------------------------------------------------------------------------
-def _conform(table: pa.Table) -> pa.Table:
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    if table.schema.equals(schema):
-        return table
-    columns = [table.column(name) if name in table.column_names else pa.nulls(table.num_rows, field.type)
-               for name, field in zip(schema.names, schema, strict=True)]
-    return pa.Table.from_arrays(columns, schema=schema.remove_metadata()).cast(schema)
-
-
 def _scan_log_dir(source: Any, spec: QuerySpec, columns: list[str]) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
@@ -243,7 +233,7 @@ def _scan_log_dir(source: Any, spec: QuerySpec, columns: list[str]) -> Iterator[
 
     def matches() -> Iterator[pa.RecordBatch]:
         for table in source.tables():
-            table = _conform(table)
+            table = conform(table)
             if expression is not None:
                 table = table.filter(expression)
             for batch in table.select(wanted).to_batches():

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from .. import text_index
 from ..archive_layout import SEVERE_LEVELS
+from ..conform import conform
 from ..record import FIELDS, arrow_schema
 from .day_index import DayIndex, relative
 
@@ -67,7 +68,6 @@ def _split(source: ArchiveSource, data_file: DataFile) -> tuple[pa.Table | None,
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from .text_search import _conform
 
     file = pq.ParquetFile(data_file.path, filesystem=source.filesystem)
     bitmaps = text_index.decode(file.metadata.metadata)
@@ -80,7 +80,7 @@ def _split(source: ArchiveSource, data_file: DataFile) -> tuple[pa.Table | None,
             severe.append(group)
         else:
             others.append((group, bitmaps[group]))
-    rows = _conform(file.read_row_groups(severe, use_threads=False), list(FIELDS)) if severe else None
+    rows = conform(file.read_row_groups(severe, use_threads=False), list(FIELDS)) if severe else None
     return rows, others
 
 
@@ -145,7 +145,6 @@ class DayPlan:
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        from .text_search import _conform
 
         if not self.covered:
             return {}
@@ -173,7 +172,7 @@ class DayPlan:
         order = pc.sort_indices(pa.table({"partition": keys, "ts": table.column("ts")}),
                                 sort_keys=[("partition", "ascending"), ("ts", "ascending")])
         sorted_keys = keys[order.to_numpy()]
-        selected = _conform(table.select(columns).take(order), columns)
+        selected = conform(table.select(columns).take(order), columns)
         starts = np.flatnonzero(np.diff(sorted_keys, prepend=-1))
         ends = [*starts[1:], len(sorted_keys)]
         by_ordinal = {number: partition for partition, number in ordinal.items()}

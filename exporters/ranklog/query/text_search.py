@@ -44,9 +44,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import text_index
+from ..conform import conform
 from ..record import arrow_schema
 from .filters import text_condition
 from .literals import required_literals
+from .severe_index import plan_days
 
 if TYPE_CHECKING:
     import numpy as np
@@ -134,22 +136,6 @@ def candidate_rows(table: pa.Table, literal: bytes | None) -> np.ndarray | None:
 
 
 # -- reading --------------------------------------------------------------------------------------------
-def _conform(data: pa.RecordBatch | pa.Table, names: list[str]) -> pa.Table:
-    """`data` as a table of exactly `names` in the archive schema's types (missing columns as nulls)."""
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    columns = []
-    for name in names:
-        field = schema.field(name)
-        if name in data.schema.names:
-            column = data.column(name)
-            columns.append(column if column.type == field.type else column.cast(field.type))
-        else:
-            columns.append(pa.nulls(data.num_rows, field.type))
-    return pa.Table.from_arrays(columns, schema=pa.schema([schema.field(n) for n in names]))
-
-
 def _dictionary_columns(metadata: pq.FileMetaData, names: list[str]) -> list[str]:
     """The string columns among `names` stored dictionary-encoded in every row group."""
     import pyarrow as pa
@@ -236,7 +222,7 @@ def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, exp
         matched = []
         base = 0
         for batch in file.iter_batches(BATCH_ROWS, row_groups=[row_group], columns=readable, use_threads=False):
-            hits = _text_matches(spec, _conform(batch, first), literal, other_filters, base)
+            hits = _text_matches(spec, conform(batch, first), literal, other_filters, base)
             if hits.num_rows:
                 matched.append(hits)
             base += batch.num_rows
@@ -247,7 +233,7 @@ def search_file(source: ArchiveSource, data_file: DataFile, spec: QuerySpec, exp
         if rest:
             for name, column in zip(rest, _take(file, row_group, rows, rest).columns, strict=True):
                 hits = hits.append_column(name, column)
-        found.append(_conform(hits, columns))
+        found.append(conform(hits, columns))
     return pa.concat_tables(found) if found else None
 
 
@@ -281,8 +267,6 @@ def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
     covered files' ERROR/CRITICAL row groups; its hits for an hour come just before that hour's files.
     Memory: at most three days' index hits at a time.
     """
-    from .severe_index import plan_days
-
     expression = spec.expression()
     other_filters = dataclasses.replace(spec, contains=None, regex=None).expression()  # all but the text
     literals = search_literals(spec)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .json_bulk import parse_json_lines
+from ..json_bulk import parse_json_lines
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import ParseResult, SourceContext
 
 # The logger writes exactly the record's names; anything else (user `extra=` fields) goes to attrs.
 RANKLOG_KEYS = ("ts", "level", "msg", "exc", "logger", "host", "ip", "pid", "rank", "local_rank", "job", "role",
@@ -17,3 +17,6 @@ RANKLOG_MAPPING = {name: (name,) for name in RANKLOG_KEYS}
 
 def parse_ranklog(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
     return parse_json_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, mapping=RANKLOG_MAPPING)
+
+
+PARSERS = {"ranklog": parse_ranklog}

@@ -21,13 +21,14 @@ import pyarrow as pa
 
 from ranklog.record import parse_ts
 
-from .batch import build_batch, empty_batch
-from .engine import TextFormat, parse_text_lines
+from ..batch import build_batch, empty_batch
+from ..contract import ParseResult
+from ..text_layouts import TextFormat, parse_text_lines
+from ..timestamps import TS_TYPE
 from .python import PYTHON_LAYOUTS, RANK_PREFIX
-from .timestamps import TS_TYPE
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import SourceContext
 
 TEE_PREFIX = r"\[(?P<role>[A-Za-z_][\w\-]*?)(?P<local_rank>\d+)\]:"
 TORCHRUN = TextFormat(layouts=PYTHON_LAYOUTS, prefixes=(TEE_PREFIX, RANK_PREFIX))
@@ -39,7 +40,6 @@ def parse_torchrun(data: bytes, base_offset: int, ctx: SourceContext, *, final: 
 
 def parse_torchrun_error(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool,
                          read_time_ns: int) -> ParseResult:
-    from . import ParseResult
 
     if base_offset != 0 or not data.strip():
         # The file is written in one go; anything appended later is not torchelastic's: keep it as text.
@@ -89,3 +89,6 @@ def _number_or_text(value: Any) -> Any:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return value
+
+
+PARSERS = {"torchrun": parse_torchrun, "torchrun-error": parse_torchrun_error}

@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 
 from ranklog.errors import ConfigError
 
-from .engine import Layout, TextFormat, parse_text_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import ParseResult, SourceContext
 
 PLAIN = TextFormat(layouts=())
 
@@ -43,3 +43,6 @@ def text_format(regex: str | None) -> TextFormat:
 def parse_text(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
     fmt = text_format(ctx.options.get("regex"))
     return parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=fmt)
+
+
+PARSERS = {"text": parse_text}

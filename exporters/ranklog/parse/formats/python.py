@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .engine import Layout, TextFormat, parse_text_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import ParseResult, SourceContext
 
 TS = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
 LEVEL_WORD = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|NOTICE"
@@ -49,3 +49,6 @@ PYTHON = TextFormat(layouts=PYTHON_LAYOUTS, prefixes=(RANK_PREFIX,))
 
 def parse_python(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
     return parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=PYTHON)
+
+
+PARSERS = {"python": parse_python}

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
 
 from .batch import build_batch, empty_batch
+from .contract import ParseResult
 from .jsontext import join_members, json_member
 from .levels import guess_levels, normalize_levels
 from .lines import decode_lines, split_lines
@@ -36,7 +37,7 @@ from .steps import extract_steps
 from .timestamps import strings_to_timestamps
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from .contract import SourceContext
 
 _CONNECTORS = (
     "During handling of the above exception, another exception occurred:",
@@ -80,8 +81,6 @@ class TextFormat:
 def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
                      fmt: TextFormat) -> ParseResult:
     """Parse the complete records of `data` with `fmt` (see the module docstring)."""
-    from . import ParseResult
-
     options = ctx.options
     lines = split_lines(data, final=final, max_line_bytes=int(options.get("max_line_bytes", 16 * 1024 * 1024)))
     n = len(lines)

@@ -12,11 +12,11 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from .engine import Layout, TextFormat, parse_text_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines
 from .python import LEVEL_WORD, PYTHON_LAYOUTS, TS
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import ParseResult, SourceContext
 
 RANKLOG_TEXT = Layout(
     "ranklog-text",
@@ -71,3 +71,6 @@ def _number(value: str) -> object:
     except ValueError:
         return value
     return number if math.isfinite(number) else value
+
+
+PARSERS = {"ranklog-text": parse_ranklog_text}

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .batch import replace_columns
-from .json_bulk import parse_json_lines
+from ..batch import replace_columns
+from ..contract import ParseResult
+from ..json_bulk import parse_json_lines
 from .ray import parse_ray
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import SourceContext
 
 VERL_JSONL_MAPPING = {"step": ("step",), "ts": ("ts", "timestamp", "time")}
 
@@ -34,7 +35,6 @@ def parse_verl_console(data: bytes, base_offset: int, ctx: SourceContext, *, fin
 
 
 def parse_verl_jsonl(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
-    from . import ParseResult
 
     result = parse_json_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns,
                               mapping=VERL_JSONL_MAPPING, extras_hook=_metrics_attrs)
@@ -62,3 +62,6 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value
+
+
+PARSERS = {"verl-console": parse_verl_console, "verl-jsonl": parse_verl_jsonl}

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from ranklog.errors import ConfigError
 from ranklog.record import FIELDS
 
-from .json_bulk import parse_json_lines
-from .ranklog_json import RANKLOG_KEYS
+from ..json_bulk import parse_json_lines
+from .ranklog import RANKLOG_KEYS
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import ParseResult, SourceContext
 
 DEFAULT_KEYS: dict[str, tuple[str, ...]] = {
     "ts": ("ts", "timestamp_ns", "time", "timestamp", "@timestamp", "asctime", "datetime", "t"),
@@ -60,3 +60,6 @@ def build_mapping(user: Mapping[str, Any] | None) -> dict[str, tuple[str, ...]]:
 def parse_json(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
     mapping = build_mapping(ctx.options.get("mapping"))
     return parse_json_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, mapping=mapping)
+
+
+PARSERS = {"json": parse_json}

@@ -23,13 +23,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .batch import concat, empty_batch, replace_columns
-from .engine import Layout, TextFormat, parse_text_lines
-from .lines import blank_mask, split_lines
+from ..batch import concat, empty_batch, replace_columns
+from ..contract import ParseResult
+from ..json_bulk import parse_json_lines
+from ..lines import blank_mask, split_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines
+from .json import build_mapping
 from .python import PYTHON_LAYOUTS, RANK_PREFIX
 
 if TYPE_CHECKING:
-    from . import ParseResult, SourceContext
+    from ..contract import SourceContext
 
 RAY_CPP = Layout(
     "ray-cpp",
@@ -41,10 +44,6 @@ RAY = TextFormat(layouts=(RAY_CPP, *PYTHON_LAYOUTS), prefixes=(DRIVER_PREFIX, RA
 
 
 def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
-    from . import ParseResult
-    from .json_bulk import parse_json_lines
-    from .jsonl import build_mapping
-
     runs = _json_runs(data, final=final, max_line=int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024)))
     if runs is None:
         return parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=RAY)
@@ -104,3 +103,6 @@ def _with_marker_state(batch: pa.RecordBatch, state: dict) -> pa.RecordBatch:
     filled = {name: pc.fill_null(batch.column(name), state[name])
               for name in ("role", "job") if state.get(name) is not None and batch.num_rows}
     return replace_columns(batch, filled) if filled else batch
+
+
+PARSERS = {"ray": parse_ray}
