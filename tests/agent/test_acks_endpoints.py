@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from ranklog.agent.acks import Chunk, Watermark
+from ranklog.agent.acks import Watermark
+from ranklog.agent.chunk import Chunk
 from ranklog.agent.endpoints import Endpoints, parse_retry_after
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from ranklog.agent.acks import Chunk
+from ranklog.agent.chunk import Chunk
 from ranklog.agent.config import AgentConfig
 from ranklog.agent.ship import CONTENT_TYPE, Shipper
 from ranklog.metrics import create

@@ -157,7 +157,7 @@ def stage_cpu(kind: str, lines: int) -> dict[str, float]:
     import prometheus_client
 
     from ranklog.agent.config import AgentConfig
-    from ranklog.agent.observe import BatchObserver
+    from ranklog.agent.log_metrics import BatchObserver
     from ranklog.agent.ship import encode
     from ranklog.metrics import LabelBudget, create
     from ranklog.parse import SourceContext, parse

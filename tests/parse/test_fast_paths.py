@@ -92,8 +92,8 @@ def test_python_parse_is_the_same_with_and_without_the_fast_twin() -> None:
     from dataclasses import replace
 
     from ranklog.parse import SourceContext
-    from ranklog.parse.text_layouts import TextFormat, parse_text_lines
     from ranklog.parse.formats.python import PYTHON
+    from ranklog.parse.text_layouts import TextFormat, parse_text_lines
 
     text = "\n".join([
         "2026-12-02 13:04:05,123 - verl.trainer - INFO - step 1 - loss 0.5",

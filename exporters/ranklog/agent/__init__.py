@@ -4,12 +4,12 @@ Data path, one module per step:
 
 - :mod:`.config`, :mod:`.presets` — what to read (globs + formats; ranklog/ray/torchrun/verl presets);
 - :mod:`.discover` — polling discovery (250 ms) in its own thread, opening new files at once;
-- :mod:`ranklog.file_identity`, :mod:`.tail`, :mod:`.tracker` — file identity (dev+inode+head checksum), rotation,
+- :mod:`ranklog.file_identity`, :mod:`.tracked_file`, :mod:`.file_tracker` — file identity (dev+inode+head checksum), rotation,
   truncation, deletion; reading and parsing (``ranklog.parse``) into Arrow record batches;
-- :mod:`.observe`, :mod:`.observe_thread` — Prometheus metrics from each parsed batch (vectorized, on a
+- :mod:`.log_metrics`, :mod:`.metrics_thread` — Prometheus metrics from each parsed batch (vectorized, on a
   thread of their own);
 - :mod:`.ship`, :mod:`.endpoints`, :mod:`.backpressure` — batching, POST /v1/ingest, fail-over,
   backoff, bounded memory;
-- :mod:`.acks`, :mod:`.checkpoint` — checkpoints that advance only over acknowledged bytes;
+- :mod:`.chunk`, :mod:`.acks`, :mod:`.checkpoint` — the unit of work (a parsed byte range), checkpoints that advance only over acknowledged bytes;
 - :mod:`.runner` — the main loop tying them together.
 """

@@ -8,25 +8,9 @@ is acknowledged.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(eq=False)
-class Chunk:
-    """Bytes [start, end) of one file, parsed into `batch` (None or empty when they held no record)."""
-
-    key: str  # source_id
-    start: int
-    end: int
-    state: dict[str, Any]  # parser state after `end`
-    batch: Any = None  # pyarrow.RecordBatch
-    rows: int = 0
-    acked: bool = field(default=False, repr=False)
-
-    @property
-    def nbytes(self) -> int:
-        return self.end - self.start
+from .chunk import Chunk
 
 
 class Watermark:

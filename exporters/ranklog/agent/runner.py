@@ -1,6 +1,6 @@
 """The agent's main loop: discover → tail → parse → observe → ship, acknowledgements → checkpoints.
 
-One thread reads and parses, one updates metrics from the parsed batches (:mod:`.observe_thread`;
+One thread reads and parses, one updates metrics from the parsed batches (:mod:`.metrics_thread`;
 pyarrow releases the GIL in its kernels, so they overlap); ``senders`` threads encode and POST
 requests. Acknowledged chunks come back through a queue and only the main thread touches tracked
 files and checkpoints, so there is no shared mutable state but those queues and the in-flight byte
@@ -18,16 +18,16 @@ import time
 
 from ..metrics import LabelBudget, create
 from ..record import arrow_schema
-from .acks import Chunk
 from .backpressure import InflightBudget
 from .checkpoint import CheckpointStore, CheckpointWriter
+from .chunk import Chunk
 from .config import AgentConfig
 from .discover import Discovery, DiscoveryThread
-from .observe import BatchObserver
-from .observe_thread import ObserverThread
+from .file_tracker import FileTracker
+from .log_metrics import BatchObserver
+from .metrics_thread import ObserverThread
 from .presets import all_sources
 from .ship import Shipper
-from .tracker import FileTracker
 
 log = logging.getLogger("ranklog.agent")
 

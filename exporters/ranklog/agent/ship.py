@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .acks import Chunk
+from .chunk import Chunk
 from .endpoints import Endpoints, parse_retry_after
 
 log = logging.getLogger("ranklog.agent.ship")

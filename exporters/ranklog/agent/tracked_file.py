@@ -23,7 +23,8 @@ from typing import Any
 
 from .. import parse
 from ..file_identity import FileIdentity, head_matches, identify, make_source_id
-from .acks import Chunk, Watermark
+from .acks import Watermark
+from .chunk import Chunk
 
 
 @dataclass

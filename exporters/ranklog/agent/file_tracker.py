@@ -25,11 +25,12 @@ from typing import Any
 
 from .. import parse
 from ..file_identity import FileIdentity, head_matches
-from .acks import Chunk, Watermark
+from .acks import Watermark
 from .checkpoint import FileCheckpoint
+from .chunk import Chunk
 from .config import SourceSpec
 from .discover import Opened
-from .tail import TrackedFile, resolve_format
+from .tracked_file import TrackedFile, resolve_format
 
 log = logging.getLogger("ranklog.agent.tail")
 

@@ -7,7 +7,7 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ranklog.agent.observe import BatchObserver, _signature_prefilter
+from ranklog.agent.log_metrics import BatchObserver, _signature_prefilter
 from ranklog.metrics import LabelBudget, create
 from ranklog.record import rows_to_table
 from tests.helpers.layouts import CUDA_ERROR, CUDA_OOM, NCCL_ERROR, RAY_ACTOR_DIED, RAY_OOM_KILL, nccl_watchdog
@@ -62,7 +62,7 @@ def test_one_search_per_batch_finds_what_per_row_matching_finds() -> None:
     from collections import Counter
 
     from ranklog import signatures
-    from ranklog.agent.observe import _block_prefilter
+    from ranklog.agent.log_metrics import _block_prefilter
 
     failures = [CUDA_OOM, CUDA_ERROR, NCCL_ERROR, RAY_ACTOR_DIED, RAY_OOM_KILL, nccl_watchdog(3),
                 "grad_norm is not finite", "ValueError: bad", "step 3 loss: nan", "actor/pg_loss:nan"]
@@ -94,7 +94,7 @@ def test_one_search_per_batch_finds_what_per_row_matching_finds() -> None:
 
 
 def test_observer_thread_observes_in_order_and_drains_on_stop() -> None:
-    from ranklog.agent.observe_thread import ObserverThread
+    from ranklog.agent.metrics_thread import ObserverThread
 
     metrics, observer = _observer()
     worker = ObserverThread(observer, backlog=2)

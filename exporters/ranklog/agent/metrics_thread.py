@@ -4,7 +4,7 @@ Why: observing a batch (group-bys, the signature search) costs 0.4–0.6 CPU-s p
 on the reading thread it delays every next read by that much. pyarrow releases the GIL in those
 kernels, so a second thread overlaps them with reading and parsing (the second core, or simply a
 second share of a busy machine). One consumer keeps batches in file order, which the newest
-timestamp and latest step logic of :class:`.observe.BatchObserver` relies on. The queue is bounded:
+timestamp and latest step logic of :class:`.log_metrics.BatchObserver` relies on. The queue is bounded:
 an observer that falls behind slows reading down instead of holding batches in memory.
 """
 
@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 
-from .observe import BatchObserver
+from .log_metrics import BatchObserver
 
 log = logging.getLogger("ranklog.agent.observe")
 _STOP = object()
