@@ -35,7 +35,7 @@ DASHBOARD_TAG = "ranklog"
 ERROR_LEVELS = "ERROR|CRITICAL"
 
 # `ranklog_training_metric{name=…}` values the dashboards and rules read. Each must be in the agent's
-# default allow-list (ranklog.agent.config.DEFAULT_TRAINING_METRICS); a test checks it.
+# default allow-list (ranklog.agent.agent_config.DEFAULT_TRAINING_METRICS); a test checks it.
 THROUGHPUT_METRIC = "perf/throughput"  # tokens/s per GPU, as verl logs it
 TOKENS_PER_SECOND_METRIC = "tokens_per_second"  # whole-job tokens/s, as a ranklog logger user logs it
 STEP_TIME_METRIC = "timing_s/step"

@@ -359,7 +359,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ranklog.config import read_yaml
+    from ranklog.config_loader import read_yaml
     from ranklog.errors import ConfigError, UserError
 
     args = _parse_args(argv)

@@ -41,9 +41,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import UserError
-from .log import context, identity
+from .log import context
+from .log import process_identity as identity
 from .log.capture import MAX_LINE_BYTES, Captured, StreamCapture
-from .log.config import LoggingConfig
+from .log.log_config import LoggingConfig
 from .log.logger import configure, current_sink, shutdown
 from .log.render import level_name
 

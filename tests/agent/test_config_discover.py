@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ranklog.agent.config import AgentConfig
+from ranklog.agent.agent_config import AgentConfig
 from ranklog.agent.discover import Discovery
 from ranklog.agent.presets import all_sources
 from ranklog.commands.agent import _load, build_parser

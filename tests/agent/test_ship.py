@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from ranklog.agent.agent_config import AgentConfig
 from ranklog.agent.chunk import Chunk
-from ranklog.agent.config import AgentConfig
 from ranklog.agent.ship import CONTENT_TYPE, Shipper
 from ranklog.metrics import create
 from ranklog.record import arrow_schema, rows_to_table

@@ -15,8 +15,8 @@ import pytest
 
 from ranklog.archive import journal
 from ranklog.archive.compaction import compact, plan
+from ranklog.archive.parquet_writer import SORT_KEYS, is_compacted, row_sort_key, write_parquet
 from ranklog.archive.storage import Storage, temp_name, write_atomic
-from ranklog.archive.writer import SORT_KEYS, is_compacted, row_sort_key, write_parquet
 from ranklog.archive_layout import HOUR_NS
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec

@@ -11,14 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from ranklog import text_index
-from ranklog.archive.storage import Storage, temp_name
-from ranklog.archive.writer import (
+from ranklog.archive.parquet_writer import (
     COMPACTION_PAGE_BYTES,
     SEVERE_LEVELS,
     is_compacted,
     sort_records,
     write_parquet,
 )
+from ranklog.archive.storage import Storage, temp_name
 from ranklog.archive_layout import HOUR_NS
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ranklog.archive.config import ArchiveConfig
+from ranklog.archive.archive_config import ArchiveConfig
 from ranklog.archive.dedup import DedupIndex
 from ranklog.archive.wal import HEADER_SIZE, Wal
-from ranklog.config import load_config
+from ranklog.config_loader import load_config
 from ranklog.errors import ConfigError
 
 # A batch: runs (source, first offset, count, step), at most one run per source (what an agent sends).

@@ -156,7 +156,7 @@ def stage_cpu(kind: str, lines: int) -> dict[str, float]:
     """CPU-s per million lines of each agent stage, run in this process on the cached file."""
     import prometheus_client
 
-    from ranklog.agent.config import AgentConfig
+    from ranklog.agent.agent_config import AgentConfig
     from ranklog.agent.log_metrics import BatchObserver
     from ranklog.agent.ship import encode
     from ranklog.metrics import LabelBudget, create

@@ -40,8 +40,8 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.ipc as ipc  # noqa: E402
 
 from ranklog.archive.compaction import compact  # noqa: E402
+from ranklog.archive.parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet  # noqa: E402
 from ranklog.archive.storage import Storage  # noqa: E402
-from ranklog.archive.writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet  # noqa: E402
 from tests.helpers.archive_proc import arrow_body, running_archive  # noqa: E402
 from tests.helpers.corpus import generate, write_jsonl  # noqa: E402
 

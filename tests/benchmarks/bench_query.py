@@ -50,7 +50,7 @@ import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from ranklog import text_index  # noqa: E402
-from ranklog.archive import writer  # noqa: E402
+from ranklog.archive import parquet_writer as writer  # noqa: E402
 from ranklog.archive_layout import INDEX_ROOT  # noqa: E402
 from ranklog.query import engine  # noqa: E402
 from ranklog.query.filters import QuerySpec  # noqa: E402

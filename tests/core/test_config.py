@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ranklog.config import add_config_flags, flag_overrides, load_config
+from ranklog.config_loader import add_config_flags, flag_overrides, load_config
 from ranklog.errors import ConfigError
 
 

@@ -12,7 +12,7 @@ from dashboards.queries import (
     rule_queries,
     training_metric_names,
 )
-from ranklog.agent.config import DEFAULT_TRAINING_METRICS
+from ranklog.agent.agent_config import DEFAULT_TRAINING_METRICS
 from ranklog.metrics import METRICS
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

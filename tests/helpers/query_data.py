@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ranklog.archive.storage import Storage, temp_name
-from ranklog.archive.writer import (
+from ranklog.archive.parquet_writer import (
     COMPACTION_PAGE_BYTES,
     COMPACTION_ROW_GROUP_ROWS,
     COMPACTION_ZSTD_LEVEL,
@@ -27,6 +26,7 @@ from ranklog.archive.writer import (
     split_by_hour,
     write_parquet,
 )
+from ranklog.archive.storage import Storage, temp_name
 from ranklog.record import arrow_schema
 from tests.helpers.corpus import jsonl_lines
 

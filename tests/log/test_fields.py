@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import socket
 
-from ranklog.log import identity
+from ranklog.log import process_identity as identity
 from ranklog.record import normalize_row
 from tests.helpers.log_files import all_records, ranklog_files, run_python
 

@@ -7,7 +7,7 @@ import socket
 import time
 
 from ranklog.log.files import PartWriter
-from ranklog.log.identity import Identity
+from ranklog.log.process_identity import Identity
 from tests.helpers.log_files import ranklog_files, read_records, run_python
 
 ROTATION = 20_000

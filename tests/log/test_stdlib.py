@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ranklog.errors import ConfigError
-from ranklog.log.config import resolve
+from ranklog.log.log_config import resolve
 from tests.helpers.log_files import all_records, ranklog_files, run_python
 
 

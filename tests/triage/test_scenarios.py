@@ -141,7 +141,7 @@ def test_log_text_is_never_taken_for_terminal_markup():
 
     from rich.console import Console
 
-    from ranklog.triage.render import render
+    from ranklog.triage.present import render
 
     from .scenarios.builder import Job
 

@@ -2,7 +2,7 @@
 
 Data path, one module per step:
 
-- :mod:`.config`, :mod:`.presets` — what to read (globs + formats; ranklog/ray/torchrun/verl presets);
+- :mod:`.agent_config`, :mod:`.presets` — what to read (globs + formats; ranklog/ray/torchrun/verl presets);
 - :mod:`.discover` — polling discovery (250 ms) in its own thread, opening new files at once;
 - :mod:`ranklog.file_identity`, :mod:`.tracked_file`, :mod:`.file_tracker` — file identity (dev+inode+head checksum), rotation,
   truncation, deletion; reading and parsing (``ranklog.parse``) into Arrow record batches;

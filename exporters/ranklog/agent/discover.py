@@ -20,7 +20,7 @@ import stat
 import threading
 from dataclasses import dataclass
 
-from .config import SourceSpec
+from .agent_config import SourceSpec
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
 

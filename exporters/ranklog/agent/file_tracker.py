@@ -26,9 +26,9 @@ from typing import Any
 from .. import parse
 from ..file_identity import FileIdentity, head_matches
 from .acks import Watermark
+from .agent_config import SourceSpec
 from .checkpoint import FileCheckpoint
 from .chunk import Chunk
-from .config import SourceSpec
 from .discover import Opened
 from .tracked_file import TrackedFile, resolve_format
 

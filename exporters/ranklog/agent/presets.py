@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-from .config import AgentConfig, SourceSpec
+from .agent_config import AgentConfig, SourceSpec
 
 
 def _join(root: str, pattern: str) -> str:

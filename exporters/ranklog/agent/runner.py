@@ -18,10 +18,10 @@ import time
 
 from ..metrics import LabelBudget, create
 from ..record import arrow_schema
+from .agent_config import AgentConfig
 from .backpressure import InflightBudget
 from .checkpoint import CheckpointStore, CheckpointWriter
 from .chunk import Chunk
-from .config import AgentConfig
 from .discover import Discovery, DiscoveryThread
 from .file_tracker import FileTracker
 from .log_metrics import BatchObserver

@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .archive_config import ArchiveConfig
 from .auth import TokenStore
-from .config import ArchiveConfig
 from .ingest import IngestError, content_type_code, encoding_code
 from .openapi import openapi_document
 from .pipeline import Pipeline

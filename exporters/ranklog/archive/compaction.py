@@ -25,8 +25,7 @@ import pyarrow.parquet as pq
 
 from ..record import arrow_schema
 from . import journal
-from .storage import Storage, StoredFile, temp_name
-from .writer import (
+from .parquet_writer import (
     COMPACTION_PAGE_BYTES,
     COMPACTION_ROW_GROUP_ROWS,
     COMPACTION_ZSTD_LEVEL,
@@ -34,6 +33,7 @@ from .writer import (
     sort_records,
     write_parquet,
 )
+from .storage import Storage, StoredFile, temp_name
 
 log = logging.getLogger("ranklog.archive.compaction")
 # Paths of compaction outputs already seen: an output never changes and its name is never reused, so

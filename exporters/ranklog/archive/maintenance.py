@@ -12,8 +12,8 @@ import logging
 import threading
 import time
 
+from .archive_config import ArchiveConfig
 from .compaction import compact
-from .config import ArchiveConfig
 from .retention import apply_retention
 from .scheduling import lower_current_thread
 from .storage import Clock, DiskProbe, Storage

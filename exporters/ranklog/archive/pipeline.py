@@ -28,13 +28,13 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from . import journal
-from .config import ArchiveConfig
+from .archive_config import ArchiveConfig
 from .dedup import DedupIndex
 from .ingest import decode
+from .parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
 from .scheduling import lower_current_thread
 from .storage import Storage, temp_name, write_atomic
 from .wal import Wal, WalFailure
-from .writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
 
 log = logging.getLogger("ranklog.archive.pipeline")
 SNAPSHOT = "dedup.arrow"

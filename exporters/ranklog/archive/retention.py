@@ -26,10 +26,10 @@ import pyarrow.parquet as pq
 from ..archive_layout import index_glob, partition_dir
 from ..record import LEVELS
 from . import journal
+from .archive_config import RetentionConfig
 from .compaction import read_file
-from .config import RetentionConfig
+from .parquet_writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, write_parquet
 from .storage import Storage, StoredFile, temp_name
-from .writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, write_parquet
 
 log = logging.getLogger("ranklog.archive.retention")
 

@@ -21,8 +21,8 @@ import uvicorn
 from ..errors import UserError
 from ..metrics import create
 from .app import ArchiveState, create_app
+from .archive_config import ArchiveConfig
 from .auth import TokenStore
-from .config import ArchiveConfig
 from .maintenance import Maintenance
 from .pipeline import Pipeline
 from .storage import Clock, DiskProbe, Storage

@@ -10,8 +10,8 @@ import argparse
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from ..agent.config import AgentConfig
-    from ..config import add_config_flags
+    from ..agent.agent_config import AgentConfig
+    from ..config_loader import add_config_flags
 
     parser = argparse.ArgumentParser(
         prog=prog, description="Tail every training log on this node, ship it to the ranklog archive with "
@@ -22,8 +22,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace):
-    from ..agent.config import AgentConfig
-    from ..config import flag_overrides, load_config, read_yaml
+    from ..agent.agent_config import AgentConfig
+    from ..config_loader import flag_overrides, load_config, read_yaml
 
     section = None
     if args.config and "agent" in read_yaml(args.config):

@@ -6,8 +6,8 @@ import argparse
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from ..archive.config import ArchiveConfig
-    from ..config import add_config_flags
+    from ..archive.archive_config import ArchiveConfig
+    from ..config_loader import add_config_flags
 
     parser = argparse.ArgumentParser(
         prog=prog, description="Durable, exactly-once ingest of log records into hive-partitioned Parquet.")
@@ -17,8 +17,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..archive.config import ArchiveConfig
-    from ..config import flag_overrides, load_config
+    from ..archive.archive_config import ArchiveConfig
+    from ..config_loader import flag_overrides, load_config
 
     config = load_config(ArchiveConfig, args.config, flag_overrides(args))
     from ..archive.service import run

@@ -6,8 +6,8 @@ import argparse
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from ..config import add_config_flags
-    from ..log.config import LoggingConfig
+    from ..config_loader import add_config_flags
+    from ..log.log_config import LoggingConfig
 
     parser = argparse.ArgumentParser(
         prog=prog, description="Run a training command; capture its stdout/stderr as structured per-rank records "
@@ -29,9 +29,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..config import flag_overrides
+    from ..config_loader import flag_overrides
     from ..errors import UserError
-    from ..log.config import resolve
+    from ..log.log_config import resolve
     from ..run import RunOptions, run
 
     command = list(args.argv)

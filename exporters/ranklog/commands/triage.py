@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from ranklog.triage.render import make_console, render, to_dict
+    from ranklog.triage.present import make_console, render, to_dict
 
     result = run_triage(args)
     if args.json:

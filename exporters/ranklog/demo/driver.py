@@ -194,7 +194,7 @@ def parquet_rows(root: Path) -> int:
 
 def run_demo(options: DemoOptions) -> int:
     """Run the demo; 0 when the verdict names the failing rank."""
-    from ..triage.render import make_console
+    from ..triage.present import make_console
 
     console = make_console()
     began = time.monotonic()
@@ -289,7 +289,7 @@ def _after_the_job(console, options: DemoOptions, workdir: Path, archive_root: P
     from ..report import write_report
     from ..triage.analyze import analyze
     from ..triage.gather import TriageData
-    from ..triage.render import render
+    from ..triage.present import render
 
     console.rule("ranklog triage")
     data = TriageData.from_source(ArchiveSource.open(str(archive_root)))

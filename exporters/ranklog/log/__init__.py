@@ -8,8 +8,8 @@ Two lines in a training script::
 
 or ``ranklog.install()`` to make the root logger (and so every third-party logger) structured.
 Records are JSON lines in ``<log_dir>/<job>/<host>/rank-<rank>.pid-<pid>.<part>.jsonl`` written
-by a background thread. Modules: :mod:`.config` (the ``logging:`` block and ``RANKLOG_*``
-variables), :mod:`.identity` (rank/job precedence), :mod:`.context` (trace ids),
+by a background thread. Modules: :mod:`.log_config` (the ``logging:`` block and ``RANKLOG_*``
+variables), :mod:`.process_identity` (rank/job precedence), :mod:`.context` (trace ids),
 :mod:`.writer` (queue, queue-full policy, fork), :mod:`.files` (naming, rotation, retention),
 :mod:`.render` (the line format), :mod:`.sampling`, :mod:`.handler`, :mod:`.install`,
 :mod:`.termination` (flush on SIGTERM) and :mod:`.capture` (stdout/stderr → records, for
@@ -18,10 +18,10 @@ variables), :mod:`.identity` (rank/job precedence), :mod:`.context` (trace ids),
 
 from __future__ import annotations
 
-from .config import LoggingConfig
 from .context import context_env, current_trace_id, new_context, ray_runtime_env, trace
 from .handler import JsonFormatter, RanklogHandler
 from .install import install
+from .log_config import LoggingConfig
 from .logger import RanklogLogger, configure, flush, get_logger, shutdown
 from .sampling import SamplingFilter
 

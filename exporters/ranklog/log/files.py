@@ -25,7 +25,7 @@ import re
 import time
 from pathlib import Path
 
-from .identity import Identity, safe_path_part
+from .process_identity import Identity, safe_path_part
 
 FILE_PATTERN = re.compile(r"^rank-(?P<rank>[^.]+)\.pid-(?P<pid>\d+)\.(?P<part>\d{4,})\.(?P<ext>jsonl|log)$")
 RETENTION_EVERY = 3600.0

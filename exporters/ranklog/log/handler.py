@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Any
 
-from . import context, identity
+from . import context, process_identity
 from .logger import configure, current_config, ensure_configured
 from .records import record_exc, record_extra, submit_record
 from .render import Renderer
@@ -66,7 +66,7 @@ class JsonFormatter(logging.Formatter):
         pid = os.getpid()
         if self._renderer is None or pid != self._pid:
             self._pid = pid
-            self._renderer = Renderer(identity.detect(), "json")
+            self._renderer = Renderer(process_identity.detect(), "json")
         with self._counter_lock:
             seq = next(JsonFormatter._counter)
         trace_id = context.current_trace_id()

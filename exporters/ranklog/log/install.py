@@ -14,8 +14,8 @@ import sys
 import threading
 from typing import Any
 
-from .config import LoggingConfig
 from .handler import RanklogHandler
+from .log_config import LoggingConfig
 from .logger import configure, flush, get_logger
 
 

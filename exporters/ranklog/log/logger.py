@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import context
-from .config import LoggingConfig, resolve
+from .log_config import LoggingConfig, resolve
 from .records import format_exc, submit_record
 from .sampling import SamplingFilter
 from .termination import install_sigterm_flush
@@ -207,7 +207,7 @@ def configure(config: LoggingConfig | dict[str, Any] | str | None = None, **over
 
     `config` is a :class:`LoggingConfig`, the ``logging:`` block as a dict (or ``{"logging": {…}}``),
     or the path of a YAML file with a ``logging:`` block; ``RANKLOG_*`` variables and keyword
-    arguments override it (see :mod:`ranklog.log.config`). Calling it again with different
+    arguments override it (see :mod:`ranklog.log.log_config`). Calling it again with different
     settings flushes the current file and continues with the new settings. SIGTERM, when it still
     has its default action, is made to flush before the process dies (:mod:`.termination`).
     """

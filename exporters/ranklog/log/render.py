@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from json.encoder import encode_basestring
 from typing import Any
 
-from .identity import Identity
+from .process_identity import Identity
 
 # Entry positions.
 TS, LEVEL, LOGGER, MSG, ARGS, EXC, EXTRA, TRACE, SAMPLE, IDENT = range(10)

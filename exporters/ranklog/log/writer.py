@@ -40,9 +40,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from . import identity as identity_mod
-from .config import LoggingConfig
+from . import process_identity as identity_mod
 from .files import PartWriter
+from .log_config import LoggingConfig
 from .render import IDENT, LEVEL, Renderer, message
 
 _SINKS: weakref.WeakSet[Sink] = weakref.WeakSet()  # every live sink, for fork and exit handling

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ..record import format_ts
-from ..triage.render import to_dict
+from ..triage.present import to_dict
 from ..triage.templates import describe_ranks
 
 if TYPE_CHECKING:

@@ -8,6 +8,6 @@ The pipeline, one module per step:
 - :mod:`.evidence`  signatures, templates, clock offsets, NCCL sequence numbers, silent ranks, the
                     first-error timeline;
 - :mod:`.verdict`   causal ordering that survives clock skew, and a confidence;
-- :mod:`.render`    the terminal view (rich) and the JSON document;
+- :mod:`.present`    the terminal view (rich) and the JSON document;
 - :mod:`.analyze`   one call from a source to a :class:`~.analyze.Triage` (CLI, report, demo).
 """

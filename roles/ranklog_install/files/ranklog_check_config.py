@@ -10,8 +10,8 @@ import importlib
 import sys
 
 CONFIG_CLASSES = {
-    "agent": ("ranklog.agent.config", "AgentConfig"),
-    "archive": ("ranklog.archive.config", "ArchiveConfig"),
+    "agent": ("ranklog.agent.agent_config", "AgentConfig"),
+    "archive": ("ranklog.archive.archive_config", "ArchiveConfig"),
 }
 
 
@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
         print(f"usage: ranklog-check-config {{{'|'.join(CONFIG_CLASSES)}}} FILE", file=sys.stderr)
         return 2
     component, path = argv
-    from ranklog.config import load_config
+    from ranklog.config_loader import load_config
     from ranklog.errors import UserError
 
     module_name, class_name = CONFIG_CLASSES[component]

@@ -1,4 +1,4 @@
-"""The archive's configuration: one dataclass, so every YAML key is also a flag (see ranklog.config).
+"""The archive's configuration: one dataclass, so every YAML key is also a flag (see ranklog.config_loader).
 
 Defaults are what a production archive wants without tuning: 1 s flushes (a record is queryable
 from Parquet within ~2 s of its ACK), 30 d retention, 128 MB compacted files, 1 GiB disk reserve,

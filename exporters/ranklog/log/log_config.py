@@ -7,7 +7,7 @@ logs without touching code; explicit arguments in code are the most specific and
 
 Environment variables: ``RANKLOG_ENABLED``, ``RANKLOG_LEVEL``, ``RANKLOG_FORMAT``,
 ``RANKLOG_LOG_DIR``, ``RANKLOG_ROTATION``, ``RANKLOG_RETENTION``, ``RANKLOG_JOB`` (the job is read
-by :mod:`ranklog.log.identity`), ``RANKLOG_QUEUE_SIZE``, ``RANKLOG_FLUSH_INTERVAL``.
+by :mod:`ranklog.log.process_identity`), ``RANKLOG_QUEUE_SIZE``, ``RANKLOG_FLUSH_INTERVAL``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..config import load_config
+from ..config_loader import load_config
 from ..errors import ConfigError
 from ..record import normalize_level
 
@@ -91,7 +91,7 @@ def _block(source: LoggingConfig | Mapping[str, Any] | str | os.PathLike[str] | 
         if not isinstance(inner, Mapping):
             raise ConfigError("logging: must be a mapping of keys")
         return dict(inner)
-    from ..config import read_yaml
+    from ..config_loader import read_yaml
 
     return read_yaml(source, section="logging")
 

@@ -1,4 +1,4 @@
-"""The agent's configuration: one dataclass, so every YAML key is also a flag (see ranklog.config).
+"""The agent's configuration: one dataclass, so every YAML key is also a flag (see ranklog.config_loader).
 
 Defaults are what a production node wants without tuning: 4 MB / 250 ms batches (≤ 1 s latency at
 low rates, big compressed requests at high rates), 2 MB reads (large enough to vectorize, small
