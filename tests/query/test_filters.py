@@ -7,8 +7,7 @@ import argparse
 import pytest
 
 from ranklog.errors import UserError
-from ranklog.query.filters import (
-    QuerySpec,
+from ranklog.query.filter_flags import (
     add_filter_flags,
     parse_int_ranges,
     parse_levels,
@@ -16,6 +15,7 @@ from ranklog.query.filters import (
     parse_time,
     spec_from_args,
 )
+from ranklog.query.filters import QuerySpec
 
 NOW = 1_759_320_000 * 10**9  # 2025-10-01T12:00:00Z
 

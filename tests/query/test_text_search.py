@@ -182,10 +182,10 @@ def test_filter_columns_cover_every_filter():
     """Evaluating a spec's expression needs only its filter_columns (the search's first phase reads those)."""
     import dataclasses
 
-    from ranklog.query.filters import _FILTER_COLUMNS
+    from ranklog.query.filter_arrow import FILTER_COLUMNS
 
     filters = {f.name for f in dataclasses.fields(QuerySpec)} - {"limit", "order", "ignore_case"}
-    assert filters == set(_FILTER_COLUMNS)
+    assert filters == set(FILTER_COLUMNS)
     table = pa.Table.from_pylist(_records(TEXTS, 0, "gpu-node-000"), schema=arrow_schema())
     one_field = [QuerySpec(start_ns=START_NS), QuerySpec(end_ns=START_NS + 5 * 10**9), QuerySpec(levels=("ERROR",)),
                  QuerySpec(hosts=("gpu-*",)), QuerySpec(loggers=("x",)), QuerySpec(ips=("10.0.0.1",)),

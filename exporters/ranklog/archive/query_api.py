@@ -32,7 +32,8 @@ from starlette.routing import Route
 
 from ..errors import UserError
 from ..query import engine
-from ..query.filters import QuerySpec, spec_from_args
+from ..query.filter_flags import spec_from_args
+from ..query.filters import QuerySpec
 from ..query.outputs import json_lines
 from ..query.remote import ARROW_STREAM, ROW_LIMIT_HEADER
 from ..query.sources import ArchiveSource

@@ -13,7 +13,7 @@ from ._source_flags import Parser, add_source_flags, open_from_args, read_errors
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from ranklog.query.filters import add_filter_flags
+    from ranklog.query.filter_flags import add_filter_flags
 
     parser = Parser(
         prog=prog, description="Find lost records: per-process seq gaps, offset coverage, parse errors. "
@@ -27,7 +27,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ranklog.query.filters import spec_from_args
+    from ranklog.query.filter_flags import spec_from_args
     from ranklog.query.integrity import check_integrity, render_integrity
 
     args.limit = args.sort = None

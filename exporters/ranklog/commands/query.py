@@ -21,7 +21,7 @@ times without a zone are UTC; --start is inclusive, --end exclusive."""
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from ranklog.query.filters import add_filter_flags
+    from ranklog.query.filter_flags import add_filter_flags
 
     parser = Parser(prog=prog, description="Filter and export log records.", epilog=_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
 
     from ranklog.errors import UserError
     from ranklog.query import engine
-    from ranklog.query.filters import spec_from_args, split_list
+    from ranklog.query.filter_flags import spec_from_args, split_list
     from ranklog.query.outputs import TABLE_COLUMNS, TABLE_MAX_ROWS, export, format_for_path
     from ranklog.record import arrow_schema
 

@@ -10,7 +10,7 @@ from ._source_flags import Parser, add_source_flags, open_from_args, read_errors
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    from ranklog.query.filters import add_filter_flags
+    from ranklog.query.filter_flags import add_filter_flags
 
     parser = Parser(prog=prog, description="Log traffic per node, level, rank and over time.")
     add_source_flags(parser)
@@ -22,7 +22,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(args: argparse.Namespace) -> int:
     from ranklog.errors import UserError
-    from ranklog.query.filters import spec_from_args
+    from ranklog.query.filter_flags import spec_from_args
     from ranklog.query.stats import compute_stats, render_stats
     from ranklog.units import parse_duration
 

@@ -25,7 +25,8 @@ def main(args: argparse.Namespace) -> int:
     import time
 
     from ranklog.errors import UserError
-    from ranklog.query.filters import QuerySpec, parse_time
+    from ranklog.query.filter_flags import parse_time
+    from ranklog.query.filters import QuerySpec
     from ranklog.query.trace import build_trace, render_trace
 
     now = time.time_ns()

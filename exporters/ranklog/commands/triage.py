@@ -39,7 +39,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def time_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
     from ranklog.errors import UserError
-    from ranklog.query.filters import parse_time
+    from ranklog.query.filter_flags import parse_time
 
     if args.since and args.start:
         raise UserError("give either --since or --start, not both")

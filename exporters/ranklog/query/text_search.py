@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .. import text_index
 from ..conform import conform
 from ..record import arrow_schema
-from .filters import text_condition
+from .filter_arrow import text_condition
 from .literals import required_literals
 from .severe_index import plan_days
 
