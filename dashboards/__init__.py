@@ -42,9 +42,6 @@ STEP_TIME_METRIC = "timing_s/step"
 LOSS_METRICS = ("actor/pg_loss", "critic/vf_loss", "training/loss", "loss")
 GRAD_NORM_METRICS = ("actor/grad_norm", "critic/grad_norm", "training/grad_norm", "grad_norm")
 
-DASHBOARD_FILES = ("training", "pipeline", "alerts")
-
-
 def load_dashboard_module(name: str) -> ModuleType:
     """Import ``dashboards/<name>.dashboard.py`` (the dot in the name rules out a plain import)."""
     path = PACKAGE_DIR / f"{name}.dashboard.py"
@@ -56,6 +53,11 @@ def load_dashboard_module(name: str) -> ModuleType:
     return module
 
 
+def dashboard_names() -> list[str]:
+    """Every dashboard, found as ``dashboards/<name>.dashboard.py``: adding a file adds a dashboard."""
+    return sorted(path.name.removesuffix(".dashboard.py") for path in PACKAGE_DIR.glob("*.dashboard.py"))
+
+
 def load_dashboards() -> dict[str, object]:
     """The grafanalib ``Dashboard`` of every ``*.dashboard.py`` file, by file stem."""
-    return {name: load_dashboard_module(name).dashboard for name in DASHBOARD_FILES}
+    return {name: load_dashboard_module(name).dashboard for name in dashboard_names()}
