@@ -73,11 +73,3 @@ def match(text: str | None) -> Signature | None:
         if (best is None or sig.priority > best.priority) and regex.search(text):
             best = sig
     return best
-
-
-def match_all(text: str | None) -> list[Signature]:
-    """Every signature found in `text`, highest priority first."""
-    if not text:
-        return []
-    found = [sig for sig, regex in _COMPILED if regex.search(text)]
-    return sorted(found, key=lambda sig: -sig.priority)

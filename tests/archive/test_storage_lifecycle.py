@@ -15,9 +15,9 @@ import pytest
 
 from ranklog.archive import journal
 from ranklog.archive.compaction import compact, plan
-from ranklog.archive.parquet_writer import SORT_KEYS, is_compacted, row_sort_key, write_parquet
+from ranklog.archive.parquet_writer import SORT_KEYS, is_compacted, write_parquet
 from ranklog.archive.storage import Storage, temp_name, write_atomic
-from ranklog.archive_layout import HOUR_NS
+from ranklog.archive_layout import HOUR_NS, SEVERE_LEVELS
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec
 from ranklog.query.sources import open_source
@@ -29,6 +29,11 @@ from .util import by_key, metric, post_table, wait_rows
 
 DAY = 86400
 
+
+
+def row_sort_key(row: dict) -> tuple:
+    """The position the compacted sort order gives one record: severe levels first, then SORT_KEYS."""
+    return (row["level"] not in SEVERE_LEVELS, *(row[key] for key in SORT_KEYS))
 
 def _hour_files(root, hour_ns: int = PAST_NS) -> list:
     from ranklog.archive_layout import partition_dir

@@ -126,11 +126,6 @@ def sort_order(table: pa.Table) -> pa.Array:
     return pc.sort_indices(keyed, sort_keys=[("__mild", "ascending"), *((k, "ascending") for k in SORT_KEYS)])
 
 
-def row_sort_key(row: dict) -> tuple:
-    """The position :func:`sort_order` gives one record (a dict with the SORT_KEYS), for checks."""
-    return (row["level"] not in SEVERE_LEVELS, *(row[key] for key in SORT_KEYS))
-
-
 def sort_records(table: pa.Table) -> pa.Table:
     return table.take(sort_order(table))
 

@@ -106,8 +106,3 @@ def decode_lines(data: bytes, lines: Lines, *, strip_colours: bool = True) -> pa
 def _contiguous(lines: Lines) -> bool:
     """Lines tile the block (always true for split_lines output; guards hand-built Lines)."""
     return bool(len(lines)) and lines.starts[0] == 0
-
-
-def line_bytes(data: bytes, lines: Lines, i: int) -> bytes:
-    """The raw bytes of line `i` (no newline)."""
-    return data[int(lines.starts[i]): int(lines.ends[i])]
