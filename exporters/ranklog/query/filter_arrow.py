@@ -3,20 +3,17 @@ statistics and scans, and the text condition a search evaluates on arrays direct
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from .filter_attrs import parse_attr
+from .globs import glob_to_re2, split_literal
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
     from .filters import QuerySpec
-
-_GLOB_CHARS = re.compile(r"[*?\[]")
 
 # The columns each spec field's filter reads: every field build_expression uses must be listed here.
 FILTER_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -32,14 +29,13 @@ def _isin_or_glob(name: str, values: tuple[str, ...]) -> ds.Expression:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    exact = [v for v in values if not _GLOB_CHARS.search(v)]
-    globs = [v for v in values if _GLOB_CHARS.search(v)]
+    literal = {v: split_literal(v) for v in values}
+    exact = [name_ for name_ in literal.values() if name_ is not None]
     parts = []
     if exact:
         parts.append(ds.field(name).isin(pa.array(exact, pa.string())))
-    for pattern in globs:
-        regex = fnmatch.translate(pattern).replace(r"\Z", "$")
-        parts.append(pc.match_substring_regex(ds.field(name), "^" + regex))
+    for pattern in (v for v, name_ in literal.items() if name_ is None):
+        parts.append(pc.match_substring_regex(ds.field(name), glob_to_re2(pattern)))
     return _or(parts)
 
 

@@ -14,7 +14,8 @@ Decisions where the spec is silent (also in ``ranklog query --help``):
 - ``--contains`` and ``--regex`` search the message *and* the exception text (a traceback belongs to
   the record it follows). ``--regex`` uses RE2 syntax (Arrow's and DuckDB's engine: no
   backreferences or look-around); a bad pattern fails before anything is read.
-- ``--host`` and ``--logger`` values containing ``*``, ``?`` or ``[`` are shell-style globs.
+- ``--host`` and ``--logger`` values containing ``*``, ``?`` or ``[`` are shell-style globs, with any
+  number of wildcards; a backslash makes the next character literal (``--host 'odd\\*name'``).
 - ``--attr k=v`` matches when the JSON ``attrs`` has key ``k`` (a dotted path reaches into nested
   objects) whose value, as text, equals ``v``; ``--attr k`` only requires the key.
 - Several values of one filter are OR-ed; different filters are AND-ed.
