@@ -9,11 +9,11 @@ PY := $(VENV)/bin/python
 # Debian packages: real peers and services the tests run (Prometheus, Alertmanager, rsyslog, dockerd,
 # debootstrap for the containerized nodes, Chromium for the HTML report check).
 APT_PACKAGES ?= python3-venv python3-dev gcc git curl ca-certificates iproute2 procps \
-	docker.io debootstrap prometheus prometheus-alertmanager rsyslog chromium
+	docker.io debootstrap prometheus prometheus-alertmanager rsyslog chromium faketime util-linux
 VENV_STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help system venv demo test test-fast bench soak lint dashboards clean
+.PHONY: help system venv demo test test-fast bench soak lint dashboards scenarios clean
 
 help:
 	@echo "make demo        run the whole pipeline on this machine (archive, agent, a failing 16-rank job, triage)"
@@ -23,6 +23,7 @@ help:
 	@echo "make soak        the long reliability soak (not part of make test)"
 	@echo "make lint        ruff, yamllint and ansible-lint"
 	@echo "make dashboards  regenerate dashboards/ and rules from code"
+	@echo "make scenarios   regenerate tests/scenarios/*/out by running the real tools (torchrun, Ray, verl)"
 
 # Installs the Debian packages that are missing (only as root; others must have them already).
 system:
@@ -66,6 +67,10 @@ lint: venv
 
 dashboards: venv
 	$(PY) -m dashboards.generate
+
+# Runs every tests/scenarios/<name>/gen/generate.py (real torchrun/Ray/verl jobs); NAMES="a b" for some.
+scenarios: system venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) tests/scenarios/generate.py $(NAMES)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

@@ -1,0 +1,120 @@
+"""Load a scenario's ground truth and judge ``ranklog triage`` on its real-tool output, on two paths.
+
+A scenario is a folder ``tests/scenarios/<name>/`` with ``truth.json`` and ``out/`` (the tool's output
+as it came out, one folder per node: ``out/<host>/…``). The two paths a user has:
+
+- raw: ``ranklog triage --log_dir out/ --json``;
+- archive: a real ``ranklog archive`` and one real ``ranklog agent`` per node folder (``--host <host>``,
+  the node's files as its sources, as on the node itself) → ``ranklog triage --archive ROOT --json``.
+
+:func:`judge` says for each of status, rank, node, category, step and the decisive line whether the
+verdict agrees with the truth. Used by ``tests/scenarios/test_scenarios.py`` and
+``tests/benchmarks/bench_triage_accuracy.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import tempfile
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.helpers.agent_proc import running_agent
+from tests.helpers.archive_proc import running_archive
+from tests.helpers.procs import ranklog_cmd
+
+ROOT = Path(__file__).resolve().parent
+FIELDS = ("status", "rank", "node", "category", "step", "line")
+
+
+@dataclass(frozen=True)
+class Truth:
+    failure: bool
+    rank: int | None = None
+    node: str | None = None
+    category: str | None = None
+    step: int | None = None
+    decisive: str | None = None  # a substring of the decisive line (for a hang: the silent rank's last line)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: Path
+    truth: Truth
+
+    @property
+    def out(self) -> Path:
+        return self.path / "out"
+
+    def nodes(self) -> list[str]:
+        """The node folders of ``out/`` (one agent each on the archive path)."""
+        return sorted(p.name for p in self.out.iterdir() if p.is_dir())
+
+    def generator(self) -> Path:
+        return self.path / "gen" / "generate.py"
+
+
+def load(path: Path) -> Scenario:
+    raw = json.loads((path / "truth.json").read_text())
+    known = set(Truth.__dataclass_fields__)
+    return Scenario(path.name, path, Truth(**{k: v for k, v in raw.items() if k in known}))
+
+
+def scenarios() -> list[Scenario]:
+    """Every scenario with a truth file, by name."""
+    return [load(p.parent) for p in sorted(ROOT.glob("*/truth.json"))]
+
+
+def _triage(*source: str) -> dict[str, Any]:
+    done = subprocess.run(ranklog_cmd("triage", *source, "--json"), capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"ranklog triage {' '.join(source)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def triage_raw(scenario: Scenario) -> dict[str, Any]:
+    return _triage("--log_dir", str(scenario.out))
+
+
+def triage_archive(scenario: Scenario, work: Path | None = None) -> dict[str, Any]:
+    """Ship ``out/`` through real agents into a real archive, then triage the archive."""
+    with ExitStack() as stack:
+        if work is None:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"scenario-{scenario.name}-")))
+        token = work / "token"
+        token.write_text(secrets.token_hex(16) + "\n")
+        root = work / "archive"
+        with running_archive(root, token, log_path=work / "archive.log") as archive:
+            for node in scenario.nodes():
+                source = f"{scenario.out / node}/**/*"
+                with running_agent(archive.url, token, work / f"agent-{node}", sources=[source],
+                                   extra_args=["--host", node]) as agent:
+                    agent.wait_idle(timeout=120)
+        return _triage("--archive", str(root))
+
+
+def judge(truth: Truth, result: dict[str, Any]) -> dict[str, bool]:
+    """Per field: does the verdict agree with the truth? (A no-failure truth needs only the status.)"""
+    verdict = result["verdict"]
+    if not truth.failure:
+        ok = verdict["status"] == "no failure"
+        return dict.fromkeys(FIELDS, ok)
+    return {
+        "status": verdict["status"] == "failure",
+        "rank": verdict["ranks"] == ([truth.rank] if truth.rank is not None else []),
+        "node": verdict["hosts"] == [truth.node],
+        "category": verdict["category"] == truth.category,
+        "step": verdict.get("step") == truth.step,
+        "line": truth.decisive is None or truth.decisive in _decisive_text(verdict),
+    }
+
+
+def _decisive_text(verdict: dict[str, Any]) -> str:
+    """The decisive record's text; for a verdict resting on silence, the rank's last lines."""
+    lines = [verdict.get("decisive") or {}, *(verdict.get("before") or [])[-1:]]
+    return "\n".join(f"{line.get('msg') or ''}\n{line.get('exc') or ''}" for line in lines)

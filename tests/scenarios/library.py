@@ -1,0 +1,37 @@
+"""What every scenario generator ends with: ``truth.json`` and ``README.md`` beside ``out/``."""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+
+
+def finish(scenario_dir: Path, *, doc: str, commands: list[str], tools: tuple[str, ...], **truth: object) -> None:
+    """Write truth.json (what the generator injected) and README.md (how the output was made)."""
+    if "failure" not in truth:
+        raise ValueError("truth needs 'failure' (true/false)")
+    (scenario_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
+    versions = ", ".join(f"{name} {_version(name)}" for name in tools)
+    body = [f"# {scenario_dir.name}", "", doc.strip(), "", "## How it was made", "",
+            f"`make scenarios` (or `python tests/scenarios/{scenario_dir.name}/gen/generate.py`) ran, on "
+            f"{platform.system()} with Python {platform.python_version()} and {versions}:", "", "```",
+            *commands, "```", "",
+            "`out/` is what the tools wrote, one folder per node (`out/<host>/`), never edited by hand.",
+            "`truth.json` is what the generator injected: " + _truth_text(truth), ""]
+    (scenario_dir / "README.md").write_text("\n".join(body))
+
+
+def _truth_text(truth: dict[str, object]) -> str:
+    if not truth["failure"]:
+        return "no failure (the verdict must say so)."
+    return (f"root cause rank {truth.get('rank')} on {truth.get('node')}, category {truth.get('category')!r}, "
+            f"step {truth.get('step')}, decisive line containing {truth.get('decisive')!r}.")
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
