@@ -5,13 +5,14 @@
 
 Contracts other parts of the project rely on (the Ansible roles in particular):
 
-* Prometheus scrape jobs are named :data:`AGENT_JOB` and :data:`ARCHIVE_JOB` and scrape with
-  ``honor_labels: true``: the agent's record metrics carry the *training* job id in their own
-  ``job`` label, and honouring it keeps that label as ``job`` (instead of ``exported_job``) while
-  ``up`` and the agent's pipeline metrics (which have no ``job`` label) still get the scrape job.
-  ``dashboards/generated/prometheus.scrape.yml`` is the reference scrape configuration.
+* Prometheus scrape jobs are named :data:`AGENT_JOB` and :data:`ARCHIVE_JOB`; ``job`` is the
+  operator's scrape label on every series. The *training* job id is the label ``training_job``, so
+  the rules and dashboards work with or without ``honor_labels`` (the reference scrape config,
+  ``dashboards/generated/prometheus.scrape.yml``, leaves it at Prometheus' default, false).
 * A node is the Prometheus ``instance`` of its agent.
-* The Grafana datasource is provisioned with uid :data:`DATASOURCE_UID`.
+* Dashboards read from the Prometheus datasource picked in their ``datasource`` template variable
+  (:data:`DATASOURCE_VARIABLE`); the provisioned datasource (uid :data:`DATASOURCE_UID`) is only
+  its default, so the dashboards work on any Prometheus datasource of an existing Grafana.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ AGENT_JOB = "ranklog-agent"
 ARCHIVE_JOB = "ranklog-archive"
 DATASOURCE_UID = "ranklog-prometheus"
 DATASOURCE_NAME = "ranklog Prometheus"
+DATASOURCE_VARIABLE = "datasource"  # the dashboards' template variable holding the Prometheus datasource
 DASHBOARD_TAG = "ranklog"
 
 # Levels that count as errors in rates, bursts and "top error producers".

@@ -13,7 +13,7 @@ def firing(*matchers: str) -> str:
 
 FIRING = firing()
 FIRING_WITH_NODE = firing('instance!=""')
-FIRING_WITH_RANK = firing('job=~"$job"', 'rank=~"$rank"', 'rank!=""')
+FIRING_WITH_RANK = firing('training_job=~"$training_job"', 'rank=~"$rank"', 'rank!=""')
 ERRORS = f'ranklog_log_records_total{{level=~"{ERROR_LEVELS}", {RANKS}}}'
 ALERT_COLUMNS = ("Time", "__name__", "alertstate", "Value")
 
@@ -38,18 +38,18 @@ grid = (
                     "none", "Which nodes (agent or archive instance) the firing alerts came from.", stack=True),
          w=12)
     .add(timeseries("Firing alerts by rank",
-                    targets((f"count by (job, rank) ({FIRING_WITH_RANK})",
-                             "{{job}} rank {{rank}}")),
+                    targets((f"count by (training_job, rank) ({FIRING_WITH_RANK})",
+                             "{{training_job}} rank {{rank}}")),
                     "none", "Which ranks of the selected jobs the firing alerts came from.", stack=True), w=12)
     .row("Error producers")
     .add(table("Top error producers (time range)",
-               [target(f"topk(10, sum by (instance, job, rank) (increase({ERRORS}[$__range])))", instant=True,
+               [target(f"topk(10, sum by (instance, training_job, rank) (increase({ERRORS}[$__range])))", instant=True,
                        table=True)],
                "short", "The ranks that logged the most ERROR/CRITICAL records over the dashboard's time range."),
          w=12)
     .add(timeseries("Error rate of the top producers",
-                    targets((f"topk(5, sum by (instance, job, rank) (rate({ERRORS}[{RATE}])))",
-                             "{{job}} rank {{rank}} ({{instance}})")),
+                    targets((f"topk(5, sum by (instance, training_job, rank) (rate({ERRORS}[{RATE}])))",
+                             "{{training_job}} rank {{rank}} ({{instance}})")),
                     "short", "ERROR/CRITICAL records per second of the five noisiest ranks."), w=12)
 )
 

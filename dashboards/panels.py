@@ -25,11 +25,12 @@ from grafanalib.core import (
     TimeSeries,
 )
 
-from dashboards import AGENT_JOB, ARCHIVE_JOB, DASHBOARD_TAG, DATASOURCE_UID
+from dashboards import AGENT_JOB, ARCHIVE_JOB, DASHBOARD_TAG, DATASOURCE_UID, DATASOURCE_VARIABLE
 
-DATASOURCE = {"type": "prometheus", "uid": DATASOURCE_UID}
+# Every panel and variable reads from the datasource the viewer picks (provisioned one by default).
+DATASOURCE = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
 # Selectors with the dashboard variables applied.
-RANKS = 'job=~"$job", instance=~"$node", rank=~"$rank"'
+RANKS = 'training_job=~"$training_job", instance=~"$node", rank=~"$rank"'
 AGENTS = f'job="{AGENT_JOB}", instance=~"$node"'
 ARCHIVES = f'job="{ARCHIVE_JOB}"'
 RATE = "$__rate_interval"
@@ -117,12 +118,19 @@ def _variable(name: str, label: str, query: str, sort: int) -> Template:
 
 
 def variables() -> Templating:
-    """Template variables job (training job id), node (agent instance) and rank; "All" means ``.*``."""
+    """Template variables datasource (Prometheus), training_job, node (agent instance) and rank.
+
+    "All" means ``.*``. The datasource variable defaults to the provisioned ranklog datasource; a
+    Grafana without it falls back to its default Prometheus datasource.
+    """
     return Templating(list=[
-        _variable("job", "Training job", "label_values(ranklog_last_record_timestamp_seconds, job)", 1),
+        Template(name=DATASOURCE_VARIABLE, label="Prometheus", query="prometheus", type="datasource",
+                 default=DATASOURCE_UID, refresh=1, sort=0),
+        _variable("training_job", "Training job",
+                  "label_values(ranklog_last_record_timestamp_seconds, training_job)", 1),
         _variable("node", "Node", f'label_values(up{{job="{AGENT_JOB}"}}, instance)', 1),
         _variable("rank", "Rank", 'label_values(ranklog_last_record_timestamp_seconds'
-                                  '{job=~"$job", instance=~"$node"}, rank)', 3),
+                                  '{training_job=~"$training_job", instance=~"$node"}, rank)', 3),
     ])
 
 

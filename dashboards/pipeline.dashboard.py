@@ -57,8 +57,8 @@ grid = (
     .add(timeseries("Error rate per node", targets((rate("ranklog_log_records_total", ERRORS, "instance"),
                                                     "{{instance}}")),
                     "short", "ERROR and CRITICAL records per second on each node."), w=12)
-    .add(timeseries("Error rate per rank", targets((rate("ranklog_log_records_total", ERRORS, "instance, job, rank"),
-                                                    "{{job}} rank {{rank}} ({{instance}})")),
+    .add(timeseries("Error rate per rank", targets((rate("ranklog_log_records_total", ERRORS, "instance, training_job, rank"),
+                                                    "{{training_job}} rank {{rank}} ({{instance}})")),
                     "short", f"ERROR and CRITICAL records per second of each rank; the line is the "
                              f"RanklogErrorBurst level ({T.error_burst_errors} in {T.error_burst_window}).",
                     thresholds=steps(("green", None), ("red", round(BURST_RATE, 4)))), w=12)
@@ -68,7 +68,7 @@ grid = (
                     "short", "Records matching a known failure signature (ranklog.signatures).", bars=True,
                     stack=True), w=12)
     .add(table("Failure signatures by rank",
-               [target(f"sort_desc(sum by (instance, job, rank, signature) "
+               [target(f"sort_desc(sum by (instance, training_job, rank, signature) "
                        f"(ranklog_failure_signatures_total{{{RANKS}}}))", instant=True, table=True)],
                "short", "Total matches per rank and signature since each agent started.",
                thresholds=steps(("green", None), ("red", 1))), w=12)

@@ -33,8 +33,12 @@ def datasource(url: str = PROMETHEUS_URL) -> dict[str, Any]:
 
 
 def scrape_config(agents: list[str], archives: list[str], interval: str = "15s") -> dict[str, Any]:
-    """The ``scrape_configs`` the rules and dashboards expect (job names, ``honor_labels``)."""
+    """The ``scrape_configs`` the rules and dashboards expect: the job names, and no ``honor_labels``.
+
+    ranklog's series never carry a ``job`` label of their own (the training job is ``training_job``),
+    so Prometheus' default ``honor_labels: false`` keeps the scrape job as ``job`` on every series.
+    """
     def job(name: str, targets: list[str]) -> dict[str, Any]:
-        return {"job_name": name, "honor_labels": True, "scrape_interval": interval,
+        return {"job_name": name, "scrape_interval": interval,
                 "static_configs": [{"targets": targets, "labels": {"ranklog": DASHBOARD_TAG}}]}
     return {"scrape_configs": [job(AGENT_JOB, agents), job(ARCHIVE_JOB, archives)]}

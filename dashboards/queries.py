@@ -19,7 +19,7 @@ from dashboards import GENERATED_DIR
 
 # Grafana's variables, as the live test substitutes them ("All" is `.*`).
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "10m",
-                     "$job": ".*", "$node": ".*", "$rank": ".*"}
+                     "$training_job": ".*", "$node": ".*", "$rank": ".*"}
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and", "or",
             "unless", "inf", "nan", "atan2"}
 # Series Prometheus itself makes: rule state and scrape health.

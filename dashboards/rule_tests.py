@@ -38,7 +38,8 @@ def _labels(**labels: str) -> str:
 
 
 def _rank(metric: str, rank: str, node: str = NODE1, **extra: str) -> str:
-    return f"{metric}{{{_labels(**extra, instance=node, job=TRAIN, rank=rank)}}}"
+    """A per-rank series as scraped without ``honor_labels``: the scrape job and the training job."""
+    return f"{metric}{{{_labels(**extra, instance=node, job=AGENT_JOB, training_job=TRAIN, rank=rank)}}}"
 
 
 def _up(values: str = "1x600", node: str = NODE1, job: str = AGENT_JOB) -> dict[str, str]:
@@ -46,7 +47,13 @@ def _up(values: str = "1x600", node: str = NODE1, job: str = AGENT_JOB) -> dict[
 
 
 def _per_rank(node: str = NODE1, rank: str = "3") -> dict[str, str]:
-    return {"instance": node, "job": TRAIN, "rank": rank}
+    """Labels of an alert that aggregates by (instance, training_job, rank)."""
+    return {"instance": node, "training_job": TRAIN, "rank": rank}
+
+
+def _per_series(node: str = NODE1, rank: str = "3") -> dict[str, str]:
+    """Labels of an alert on a raw per-rank series: it keeps the scrape job too."""
+    return {**_per_rank(node, rank), "job": AGENT_JOB}
 
 
 def _error_burst(t: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
@@ -84,7 +91,7 @@ def _rank_silent(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     last = "ranklog_last_record_timestamp_seconds"
     fire = [Scenario("rank 3 stops logging while rank 0 keeps going", {
         _rank(last, "0"): "0+60x20", _rank(last, "3", NODE2): "0+60x1 60x19",
-    }, "10m", [_per_rank(NODE2, "3")])]
+    }, "10m", [_per_series(NODE2, "3")])]
     quiet = [Scenario("the whole job stopped logging (ended): no rank is singled out", {
         _rank(last, "0"): "0+60x1 60x19", _rank(last, "3", NODE2): "0+60x1 60x19",
     }, "10m")]
@@ -102,8 +109,8 @@ def _stalled(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
 
 
 def _throughput(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
-    tput = f'ranklog_training_metric{{{_labels(instance=NODE1, job=TRAIN, name=THROUGHPUT_METRIC, rank="0")}}}'
-    expected = {**_per_rank(rank="0"), "name": THROUGHPUT_METRIC}
+    tput = _rank("ranklog_training_metric", "0", name=THROUGHPUT_METRIC)
+    expected = {**_per_series(rank="0"), "name": THROUGHPUT_METRIC}
     fire = [Scenario("throughput falls from 1000 to 300", {tput: "1000x40 300x20"}, "50m", [expected])]
     quiet = [Scenario("throughput dips by 30% only", {tput: "1000x40 700x20"}, "50m")]
     return fire, quiet

@@ -14,8 +14,9 @@ Decisions the spec left open, written down here:
   series that did not exist one window ago as having grown from zero — but only when Prometheus
   was already scraping that target one window ago, so a Prometheus restart or a freshly added
   target does not page for old history.
-* The training job id is the metric's own ``job`` label (scrape with ``honor_labels: true``, see
-  :mod:`dashboards`); the node is ``instance``. Every per-rank alert carries instance, job, rank.
+* The training job id is the label ``training_job``; ``job`` stays the operator's scrape job (no
+  ``honor_labels`` needed, see :mod:`dashboards`); the node is ``instance``. Every per-rank alert
+  carries instance, training_job, rank.
 * "Training stalled" compares the time since the step last changed with ``stall_factor`` times
   the recent step time (never less than ``stall_min``). A job that finished normally looks the
   same as a hang to these metrics, so the alert is a *warning* and clears itself ``stall_lookback``
@@ -168,10 +169,10 @@ def _signature_alerts(t: Thresholds) -> list[Alert]:
         selector = f'ranklog_failure_signatures_total{{signature=~"{"|".join(sig.signatures)}"}}'
         out.append(Alert(
             sig.alert,
-            f"sum by (instance, job, rank, signature) ({new_or_increase(selector, t.signature_window)}) > 0",
+            f"sum by (instance, training_job, rank, signature) ({new_or_increase(selector, t.signature_window)}) > 0",
             t.signature_for, sig.severity, "training",
-            f"{sig.what[0].upper()}{sig.what[1:]} on rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}}",
-            f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node {{{{ $labels.instance }}}} logged "
+            f"{sig.what[0].upper()}{sig.what[1:]} on rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}}",
+            f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node {{{{ $labels.instance }}}} logged "
             f"{sig.what} (signature {{{{ $labels.signature }}}}) within the last {t.signature_window}.",
             "ranklog-failures.rules"))
     return out
@@ -184,39 +185,39 @@ def _training_alerts(t: Thresholds) -> list[Alert]:
     keep = 1 - t.throughput_drop_fraction
     return [
         Alert("RanklogErrorBurst",
-              f"sum by (instance, job, rank) ({new_or_increase(errors, t.error_burst_window)})"
+              f"sum by (instance, training_job, rank) ({new_or_increase(errors, t.error_burst_window)})"
               f" > {t.error_burst_errors}",
               t.error_burst_for, "warning", "training",
-              "Error burst on rank {{ $labels.rank }} of job {{ $labels.job }}",
-              f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node {{{{ $labels.instance }}}} logged "
+              "Error burst on rank {{ $labels.rank }} of job {{ $labels.training_job }}",
+              f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node {{{{ $labels.instance }}}} logged "
               f"more than {t.error_burst_errors} ERROR/CRITICAL records within {t.error_burst_window}.",
               group),
         Alert("RanklogRankSilent",
               f"(time() - ranklog_last_record_timestamp_seconds) > {t.seconds('silent_after'):g}"
-              f" and on(job) (time() - max by (job) (ranklog_last_record_timestamp_seconds))"
+              f" and on(training_job) (time() - max by (training_job) (ranklog_last_record_timestamp_seconds))"
               f" < {t.seconds('others_fresh_within'):g}",
               t.silent_for, "critical", "training",
-              "Rank {{ $labels.rank }} of job {{ $labels.job }} went silent",
-              f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node {{{{ $labels.instance }}}} has "
+              "Rank {{ $labels.rank }} of job {{ $labels.training_job }} went silent",
+              f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node {{{{ $labels.instance }}}} has "
               f"written no log record for more than {t.silent_after} while other ranks of the job logged "
               f"within {t.others_fresh_within}: it may be hung or dead.",
               group),
         Alert("RanklogTrainingStalled",
               f"(time() - max_over_time(ranklog:training_step_advanced_timestamp_seconds[{t.stall_lookback}]))"
-              f" > on(instance, job, rank) clamp_min({t.stall_factor:g}"
+              f" > on(instance, training_job, rank) clamp_min({t.stall_factor:g}"
               f" * last_over_time(ranklog:training_step_seconds:recent[{t.stall_lookback}]),"
               f" {t.seconds('stall_min'):g})",
               t.stall_for, "warning", "training",
-              "Training stalled on rank {{ $labels.rank }} of job {{ $labels.job }}",
-              f"The training step of rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node "
+              "Training stalled on rank {{ $labels.rank }} of job {{ $labels.training_job }}",
+              f"The training step of rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node "
               f"{{{{ $labels.instance }}}} has not advanced for more than {t.stall_factor:g} times its recent "
               f"step time (and at least {t.stall_min}).",
               group),
         Alert("RanklogThroughputDropped",
               f"{throughput} < {keep:g} * avg_over_time({throughput}[{t.throughput_baseline}])",
               t.throughput_for, "warning", "training",
-              "Throughput of job {{ $labels.job }} dropped on rank {{ $labels.rank }}",
-              f"{THROUGHPUT_METRIC} of rank {{{{ $labels.rank }}}} of job {{{{ $labels.job }}}} on node "
+              "Throughput of job {{ $labels.training_job }} dropped on rank {{ $labels.rank }}",
+              f"{THROUGHPUT_METRIC} of rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node "
               f"{{{{ $labels.instance }}}} is below {keep:.0%} of its average over the last "
               f"{t.throughput_baseline}.",
               group),

@@ -34,15 +34,15 @@ grid = (
     .row("Throughput")
     .add(timeseries(
         "Throughput (perf/throughput)",
-        targets((metric(THROUGHPUT_METRIC), "{{job}} rank {{rank}}"),
+        targets((metric(THROUGHPUT_METRIC), "{{training_job}} rank {{rank}}"),
                 (f"{KEEP:g} * avg_over_time({metric(THROUGHPUT_METRIC)}[{T.throughput_baseline}])",
-                 "alert below ({{job}} rank {{rank}})")),
+                 "alert below ({{training_job}} rank {{rank}})")),
         "short", f"Tokens per second per GPU as logged by the job. The second line is the alert level: "
                  f"{KEEP:.0%} of the {T.throughput_baseline} average (RanklogThroughputDropped)."), w=12)
     .add(timeseries(
         "Tokens per second (job)",
-        targets((f"sum by (job) ({metric(TOKENS_PER_SECOND_METRIC)})", "{{job}}"),
-                (f"sum by (job) ({metric(THROUGHPUT_METRIC)})", "{{job}} (sum of perf/throughput)")),
+        targets((f"sum by (training_job) ({metric(TOKENS_PER_SECOND_METRIC)})", "{{training_job}}"),
+                (f"sum by (training_job) ({metric(THROUGHPUT_METRIC)})", "{{training_job}} (sum of perf/throughput)")),
         "short", f"Tokens the whole job processes per second: {TOKENS_PER_SECOND_METRIC} as logged, and the sum "
                  f"of the per-GPU {THROUGHPUT_METRIC} over the ranks that log it."), w=8)
     .add(stat("Ranks reporting", target(f"count(ranklog_last_record_timestamp_seconds{{{RANKS}}})"), "none",
@@ -50,18 +50,18 @@ grid = (
     .row("Steps")
     .add(timeseries(
         "Step time",
-        targets((metric(STEP_TIME_METRIC), "logged {{job}} rank {{rank}}"),
+        targets((metric(STEP_TIME_METRIC), "logged {{training_job}} rank {{rank}}"),
                 (f"ranklog:training_step_seconds:recent{{{RANKS}}}",
-                 f"{T.step_time_window} average {{{{job}}}} rank {{{{rank}}}}")),
+                 f"{T.step_time_window} average {{{{training_job}}}} rank {{{{rank}}}}")),
         "s", f"{STEP_TIME_METRIC} as logged, and the step time derived from step progress over "
              f"{T.step_time_window} (what RanklogTrainingStalled compares against)."), w=12)
-    .add(timeseries("Step per rank", targets((f"ranklog_training_step{{{RANKS}}}", "{{job}} rank {{rank}}")),
+    .add(timeseries("Step per rank", targets((f"ranklog_training_step{{{RANKS}}}", "{{training_job}} rank {{rank}}")),
                     "none", "Latest training step of every rank: a lagging or stalled rank is a flat line."),
          w=12)
     .add(timeseries(
         "Steps behind the leading rank",
-        targets((f"max by (job) (ranklog_training_step{{{RANKS}}}) - on(job) group_right() "
-                 f"ranklog_training_step{{{RANKS}}}", "{{job}} rank {{rank}}")),
+        targets((f"max by (training_job) (ranklog_training_step{{{RANKS}}}) - on(training_job) group_right() "
+                 f"ranklog_training_step{{{RANKS}}}", "{{training_job}} rank {{rank}}")),
         "none", "How many steps each rank is behind the most advanced rank of its job (0 = in step).",
         thresholds=steps(("green", None), ("yellow", 1), ("red", 10))), w=12)
     .add(table(
@@ -71,10 +71,10 @@ grid = (
              f"(at least {T.stall_min}).",
         thresholds=steps(("green", None), ("yellow", STALL_MIN / 2), ("red", STALL_MIN))), w=12)
     .row("Loss and gradients")
-    .add(timeseries("Loss per rank", targets((metric(LOSS_METRICS), "{{name}} {{job}} rank {{rank}}")),
+    .add(timeseries("Loss per rank", targets((metric(LOSS_METRICS), "{{name}} {{training_job}} rank {{rank}}")),
                     "none", f"Loss metrics logged by each rank ({', '.join(LOSS_METRICS)})."), w=12)
     .add(timeseries("Grad norm per rank",
-                    targets((metric(GRAD_NORM_METRICS), "{{name}} {{job}} rank {{rank}}")),
+                    targets((metric(GRAD_NORM_METRICS), "{{name}} {{training_job}} rank {{rank}}")),
                     "none", f"Gradient norms logged by each rank ({', '.join(GRAD_NORM_METRICS)})."), w=12)
     .row("Silent ranks")
     .add(stat("Silent ranks", target(f"count(({since_last_record}) > {SILENT_AFTER:g}) or vector(0)"), "none",
@@ -83,7 +83,7 @@ grid = (
     .add(table("Seconds since last record, by rank",
                [target(f"sort_desc({since_last_record})", instant=True, table=True)], "s",
                "Event time of each rank's newest record, as an age.", thresholds=silence_steps), w=8)
-    .add(timeseries("Seconds since last record", targets((since_last_record, "{{job}} rank {{rank}}")), "s",
+    .add(timeseries("Seconds since last record", targets((since_last_record, "{{training_job}} rank {{rank}}")), "s",
                     "A rank whose line climbs while the others stay low went silent.",
                     thresholds=silence_steps), w=12)
 )

@@ -5,7 +5,10 @@ scrapes a live agent and archive to prove each of them is exported. Components c
 metric objects with :func:`create` so that several instances (tests, the demo) can live in one
 process with their own registries.
 
-Label cardinality is bounded by :class:`LabelBudget`: at most ``max_jobs`` distinct `job` values and
+The training job id is the label ``training_job`` (the record's ``job`` column), never ``job``: that
+label belongs to the operator's Prometheus scrape config, so no ``honor_labels`` is needed.
+
+Label cardinality is bounded by :class:`LabelBudget`: at most ``max_jobs`` distinct `training_job` values and
 ``max_ranks`` distinct `rank` values per job (defaults 32 and 8192) and ``max_names`` training metric
 names; values past the budget are reported as ``other`` and counted in
 ``ranklog_metric_label_overflow_total``, so a runaway job cannot blow up Prometheus.
@@ -36,11 +39,11 @@ _FLUSH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 _SPECS: tuple[MetricSpec, ...] = (
     # Read from the logs (agent; `ranklog run --monitoring-port` exports the record ones too).
-    MetricSpec("ranklog_log_records_total", "counter", "Log records read, by normalized level.", ("level", "job", "rank"), "run"),
-    MetricSpec("ranklog_last_record_timestamp_seconds", "gauge", "Event time of the newest record of a rank.", ("job", "rank"), "run"),
-    MetricSpec("ranklog_failure_signatures_total", "counter", "Records matching a known failure signature.", ("signature", "job", "rank"), "run"),
-    MetricSpec("ranklog_training_step", "gauge", "Latest training step logged by a rank.", ("job", "rank"), "run"),
-    MetricSpec("ranklog_training_metric", "gauge", "Latest value of an allow-listed training metric.", ("job", "rank", "name"), "run"),
+    MetricSpec("ranklog_log_records_total", "counter", "Log records read, by normalized level.", ("level", "training_job", "rank"), "run"),
+    MetricSpec("ranklog_last_record_timestamp_seconds", "gauge", "Event time of the newest record of a rank.", ("training_job", "rank"), "run"),
+    MetricSpec("ranklog_failure_signatures_total", "counter", "Records matching a known failure signature.", ("signature", "training_job", "rank"), "run"),
+    MetricSpec("ranklog_training_step", "gauge", "Latest training step logged by a rank.", ("training_job", "rank"), "run"),
+    MetricSpec("ranklog_training_metric", "gauge", "Latest value of an allow-listed training metric.", ("training_job", "rank", "name"), "run"),
     MetricSpec("ranklog_metric_label_overflow_total", "counter", "Label values folded into 'other' by the cardinality budget.", ("label",), "run"),
     # Agent pipeline.
     MetricSpec("ranklog_agent_bytes_read_total", "counter", "Bytes read from log files."),
@@ -115,7 +118,7 @@ class LabelBudget:
     OTHER = "other"
 
     def __init__(self, overflow_counter=None, max_jobs: int = 32, max_ranks: int = 8192, max_names: int = 64) -> None:
-        self._limits = {"job": max_jobs, "rank": max_ranks, "name": max_names}
+        self._limits = {"training_job": max_jobs, "rank": max_ranks, "name": max_names}
         self._seen: dict[str, set[str]] = {key: set() for key in self._limits}
         self._overflow = overflow_counter
         self._lock = threading.Lock()

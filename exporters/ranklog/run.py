@@ -74,7 +74,7 @@ class RunMetrics:
 
         self._signatures = signatures
         self.metrics = metrics.create("run")
-        self._labels = {"job": job or "", "rank": "" if rank is None else str(rank)}
+        self._labels = {"training_job": job or "", "rank": "" if rank is None else str(rank)}
         try:
             started = start_http_server(port, addr=host, registry=self.metrics.registry)
         except OSError as exc:

@@ -47,21 +47,21 @@ def test_metrics_after_a_scripted_workload(tmp_path: Path, token_file: Path) -> 
                                                       sources=[f"{logs}/*.jsonl:ranklog"]) as agent:
         scrape = agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 8, what="8 records")
     records = "ranklog_log_records_total"
-    assert scrape.value(records, level="INFO", job="job-7", rank="0") == 3
-    assert scrape.value(records, level="ERROR", job="job-7") == 3
+    assert scrape.value(records, level="INFO", training_job="job-7", rank="0") == 3
+    assert scrape.value(records, level="ERROR", training_job="job-7") == 3
     assert scrape.value(records, level="WARNING", rank="1") == 1
     assert scrape.value(records, level="CRITICAL", rank="0") == 1
     signature = "ranklog_failure_signatures_total"
-    assert scrape.value(signature, signature="nccl_timeout", job="job-7", rank="3") == 1
+    assert scrape.value(signature, signature="nccl_timeout", training_job="job-7", rank="3") == 1
     assert scrape.value(signature, signature="cuda_oom", rank="2") == 1
     assert scrape.value(signature, signature="ray_oom_kill", rank="1") == 1
     assert scrape.value(signature, signature="nonfinite_grad", rank="0") == 1
-    assert scrape.value("ranklog_training_step", job="job-7", rank="0") == 4
-    assert scrape.value("ranklog_training_metric", job="job-7", rank="0", name="actor/pg_loss") == pytest.approx(0.2)
+    assert scrape.value("ranklog_training_step", training_job="job-7", rank="0") == 4
+    assert scrape.value("ranklog_training_metric", training_job="job-7", rank="0", name="actor/pg_loss") == pytest.approx(0.2)
     assert scrape.value("ranklog_training_metric", rank="0", name="perf/throughput") == 1003.0
     assert not [s for s in scrape.labels("ranklog_training_metric") if s["name"] == "not_allowed"]
     last = "ranklog_last_record_timestamp_seconds"
-    assert scrape.value(last, job="job-7", rank="0") == pytest.approx(1796212809.5)
-    assert scrape.value(last, job="job-7", rank="3") == pytest.approx(1796212806.0)
+    assert scrape.value(last, training_job="job-7", rank="0") == pytest.approx(1796212809.5)
+    assert scrape.value(last, training_job="job-7", rank="3") == pytest.approx(1796212806.0)
     assert scrape.value("ranklog_agent_bytes_read_total") == (logs / "train.jsonl").stat().st_size
     assert archive.accepted_rows == 8

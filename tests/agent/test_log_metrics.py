@@ -41,19 +41,19 @@ def test_prefilter_flags_every_real_failure_string() -> None:
 def test_label_budget_folds_extra_ranks_into_other() -> None:
     metrics, observer = _observer(max_ranks=3)
     observer.observe(_batch([{"msg": "x", "rank": r, "job": "j"} for r in range(5)]))
-    assert _get(metrics, "ranklog_log_records_total", level="INFO", job="j", rank="other") == 2
+    assert _get(metrics, "ranklog_log_records_total", level="INFO", training_job="j", rank="other") == 2
     assert _get(metrics, "ranklog_metric_label_overflow_total", label="rank") == 2
 
 
 def test_nan_metric_is_exported_and_step_never_goes_back() -> None:
     metrics, observer = _observer()
     observer.observe(_batch([{"msg": "m", "rank": 0, "step": 7, "attrs": '{"metrics":{"actor/pg_loss":"nan"}}'}]))
-    assert math.isnan(_get(metrics, "ranklog_training_metric", job="", rank="0", name="actor/pg_loss"))
+    assert math.isnan(_get(metrics, "ranklog_training_metric", training_job="", rank="0", name="actor/pg_loss"))
     older = _batch([{"msg": "m", "rank": 0, "step": 3}])
     older = older.set_column(0, "ts", pa.array([0], pa.timestamp("ns", tz="UTC")))
     observer.observe(older)  # re-read old data (after a restart) does not move the step back
-    assert _get(metrics, "ranklog_training_step", job="", rank="0") == 7
-    assert _get(metrics, "ranklog_last_record_timestamp_seconds", job="", rank="0") == 1_796_212_800
+    assert _get(metrics, "ranklog_training_step", training_job="", rank="0") == 7
+    assert _get(metrics, "ranklog_last_record_timestamp_seconds", training_job="", rank="0") == 1_796_212_800
 
 
 def test_one_search_per_batch_finds_what_per_row_matching_finds() -> None:
@@ -84,13 +84,13 @@ def test_one_search_per_batch_finds_what_per_row_matching_finds() -> None:
             expected[(found.name, str(row["rank"]))] += 1
     assert len(expected) >= 8
     for (name, rank), count in expected.items():
-        assert _get(metrics, "ranklog_failure_signatures_total", signature=name, job="j", rank=rank) == count
+        assert _get(metrics, "ranklog_failure_signatures_total", signature=name, training_job="j", rank=rank) == count
 
     quiet, quiet_observer = _observer()
     quiet_observer.observe(_batch([{"msg": "nothing to see", "rank": 0, "job": "j"}] * 50))
     (family,) = [m for m in quiet.registry.collect() if m.name == "ranklog_failure_signatures"]
     assert not [s for s in family.samples if s.name.endswith("_total")]
-    assert _get(quiet, "ranklog_log_records_total", level="INFO", job="j", rank="0") == 50
+    assert _get(quiet, "ranklog_log_records_total", level="INFO", training_job="j", rank="0") == 50
 
 
 def test_observer_thread_observes_in_order_and_drains_on_stop() -> None:
@@ -103,5 +103,5 @@ def test_observer_thread_observes_in_order_and_drains_on_stop() -> None:
         worker.submit(_batch([{"msg": "m", "rank": 0, "job": "j", "step": step}]))
     worker.submit(None)
     worker.stop()
-    assert _get(metrics, "ranklog_log_records_total", level="INFO", job="j", rank="0") == 20
-    assert _get(metrics, "ranklog_training_step", job="j", rank="0") == 20
+    assert _get(metrics, "ranklog_log_records_total", level="INFO", training_job="j", rank="0") == 20
+    assert _get(metrics, "ranklog_training_step", training_job="j", rank="0") == 20

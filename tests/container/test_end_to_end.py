@@ -125,4 +125,4 @@ def test_oom_alert_fires_and_reaches_the_webhook(cluster: Cluster, failed_job) -
 
     received = _poll("the alert at the webhook receiver", delivered, timeout=90)
     assert received[0]["status"] == "firing"
-    assert received[0]["labels"]["rank"] == str(FAIL_RANK) and received[0]["labels"]["job"] == JOB
+    assert received[0]["labels"]["rank"] == str(FAIL_RANK) and received[0]["labels"]["training_job"] == JOB

@@ -40,8 +40,8 @@ def test_each_component_exports_its_metrics(component):
 def test_label_budget_folds_overflow_into_other():
     m = metrics.create("run")
     budget = metrics.LabelBudget(m.metric_label_overflow, max_jobs=2)
-    assert [budget("job", j) for j in ("a", "b", "a", "c")] == ["a", "b", "a", "other"]
-    assert m.metric_label_overflow.labels(label="job")._value.get() == 1
+    assert [budget("training_job", j) for j in ("a", "b", "a", "c")] == ["a", "b", "a", "other"]
+    assert m.metric_label_overflow.labels(label="training_job")._value.get() == 1
 
 
 REAL_LINES = {

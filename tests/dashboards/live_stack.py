@@ -96,7 +96,7 @@ class Alertmanager:
 def running_alertmanager(workdir: Path, webhook_url: str) -> Iterator[Alertmanager]:
     workdir.mkdir(parents=True, exist_ok=True)
     config = {
-        "route": {"receiver": "test", "group_by": ["alertname", "instance", "job", "rank"],
+        "route": {"receiver": "test", "group_by": ["alertname", "instance", "training_job", "rank"],
                   "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
         "receivers": [{"name": "test", "webhook_configs": [{"url": webhook_url, "send_resolved": False}]}],
     }

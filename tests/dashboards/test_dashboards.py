@@ -70,17 +70,22 @@ def test_every_panel_has_unit_description_and_the_ranklog_datasource(name, gener
             continue
         assert panel["fieldConfig"]["defaults"].get("unit"), f"{panel['title']!r} has no unit"
         assert panel.get("description"), f"{panel['title']!r} has no description"
-        assert panel["datasource"]["uid"] == DATASOURCE_UID
+        assert panel["datasource"]["uid"] == "${datasource}"
         assert panel["targets"], f"{panel['title']!r} has no query"
         for target in panel["targets"]:
-            assert target["datasource"]["uid"] == DATASOURCE_UID
+            assert target["datasource"]["uid"] == "${datasource}"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_variables_and_links(name, generated_dashboards):
     dashboard = generated_dashboards[name]
-    assert [v["name"] for v in dashboard["templating"]["list"]] == ["job", "node", "rank"]
-    assert all(v["includeAll"] and v["allValue"] == ".*" for v in dashboard["templating"]["list"])
+    source, *filters = dashboard["templating"]["list"]
+    # the viewer picks the Prometheus datasource; the provisioned one is only the default
+    assert (source["name"], source["type"], source["query"]) == ("datasource", "datasource", "prometheus")
+    assert source["current"]["value"] == DATASOURCE_UID
+    assert [v["name"] for v in filters] == ["training_job", "node", "rank"]
+    assert all(v["includeAll"] and v["allValue"] == ".*" for v in filters)
+    assert all(v["datasource"]["uid"] == "${datasource}" for v in filters)
     assert DASHBOARD_TAG in dashboard["tags"]
     link = dashboard["links"][0]
     assert link["type"] == "dashboards" and link["tags"] == [DASHBOARD_TAG]

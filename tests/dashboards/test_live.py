@@ -21,7 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from dashboards import PACKAGE_DIR
+from dashboards import AGENT_JOB, PACKAGE_DIR
 from dashboards.queries import (
     PROMETHEUS_SERIES,
     dashboard_queries,
@@ -154,7 +154,7 @@ def test_every_panel_query_evaluates_and_returns_data(live):
 
 def test_panel_queries_with_selected_values(live):
     """Real selections, formatted as Grafana formats a multi-value regex variable, evaluate and narrow."""
-    values = {"$job": JOB, "$node": live.agent_target.replace(".", "\\\\."), "$rank": f"(0|{FAILING_RANK})"}
+    values = {"$training_job": JOB, "$node": live.agent_target.replace(".", "\\\\."), "$rank": f"(0|{FAILING_RANK})"}
     errors = []
     for query in dashboard_queries():
         try:
@@ -162,7 +162,7 @@ def test_panel_queries_with_selected_values(live):
         except AssertionError as exc:
             errors.append(f"{query.where}: {exc}")
     assert errors == []
-    by_rank = 'sum by (rank) (ranklog_log_records_total{job=~"$job", instance=~"$node", rank=~"$rank"})'
+    by_rank = 'sum by (rank) (ranklog_log_records_total{training_job=~"$training_job", instance=~"$node", rank=~"$rank"})'
     ranks = {r["metric"]["rank"] for r in live.prom.query(substitute(by_rank, values))["result"]}
     assert ranks == {"0", str(FAILING_RANK)}
 
@@ -175,7 +175,20 @@ def _fired(live, name: str) -> list[dict[str, str]]:
 
 def test_error_burst_fired_for_the_failing_rank_only(live):
     fired = _fired(live, "RanklogErrorBurst")
-    assert {(a["instance"], a["job"], a["rank"]) for a in fired} == {(live.agent_target, JOB, str(FAILING_RANK))}
+    assert {(a["instance"], a["training_job"], a["rank"]) for a in fired} == {(live.agent_target, JOB, str(FAILING_RANK))}
+
+
+def test_scraped_without_honor_labels_the_job_label_stays_the_scrape_job(live):
+    """The dashboards' promise to an existing stack: no ``honor_labels``, no ``exported_job``."""
+    import httpx
+    import yaml
+
+    loaded = yaml.safe_load(httpx.get(f"{live.prom.url}/api/v1/status/config", timeout=10).json()["data"]["yaml"])
+    assert [job.get("honor_labels", False) for job in loaded["scrape_configs"]] == [False, False]
+    series = live.prom.query('count by (job, training_job, exported_job) (ranklog_log_records_total)')["result"]
+    labels = [s["metric"] for s in series]
+    assert {"job": AGENT_JOB, "training_job": JOB} in labels
+    assert all(found.get("job") == AGENT_JOB and "exported_job" not in found for found in labels), labels
 
 
 def test_failure_signature_alerts_name_the_rank(live):

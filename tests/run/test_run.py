@@ -172,16 +172,16 @@ def test_monitoring_port_serves_record_metrics(tmp_path, wrapped):
         except OSError:
             time.sleep(0.1)
             continue
-        if 'ranklog_log_records_total{job="mjob",level="INFO",rank="3"} 2.0' in text:
+        if 'ranklog_log_records_total{level="INFO",rank="3",training_job="mjob"} 2.0' in text:
             break
         time.sleep(0.1)
     release.touch()
     assert run.proc.wait(timeout=30) == 0
-    assert 'ranklog_log_records_total{job="mjob",level="INFO",rank="3"} 2.0' in text
-    assert 'ranklog_log_records_total{job="mjob",level="ERROR",rank="3"} 1.0' in text
-    assert 'ranklog_log_records_total{job="mjob",level="WARNING",rank="3"} 1.0' in text
-    assert 'ranklog_failure_signatures_total{job="mjob",rank="3",signature="cuda_oom"} 1.0' in text
-    assert 'ranklog_last_record_timestamp_seconds{job="mjob",rank="3"}' in text
+    assert 'ranklog_log_records_total{level="INFO",rank="3",training_job="mjob"} 2.0' in text
+    assert 'ranklog_log_records_total{level="ERROR",rank="3",training_job="mjob"} 1.0' in text
+    assert 'ranklog_log_records_total{level="WARNING",rank="3",training_job="mjob"} 1.0' in text
+    assert 'ranklog_failure_signatures_total{rank="3",signature="cuda_oom",training_job="mjob"} 1.0' in text
+    assert 'ranklog_last_record_timestamp_seconds{rank="3",training_job="mjob"}' in text
 
 
 @pytest.mark.slow

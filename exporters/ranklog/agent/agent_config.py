@@ -111,7 +111,7 @@ class AgentConfig:
                                                       "help": "Arrow IPC buffer codec of requests"})
     tls_ca: str = field(default="", metadata={"help": "CA bundle to verify the archive's certificate"})
     tls_verify: bool = field(default=True, metadata={"help": "verify the archive's TLS certificate"})
-    max_jobs: int = field(default=32, metadata={"help": "label budget: distinct job values"})
+    max_jobs: int = field(default=32, metadata={"help": "label budget: distinct training_job label values"})
     max_ranks: int = field(default=8192, metadata={"help": "label budget: distinct rank values"})
     max_metric_names: int = field(default=64, metadata={"help": "label budget: training metric names"})
     training_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TRAINING_METRICS),

@@ -79,7 +79,7 @@ class BatchObserver:
             self._training_metrics(table)
 
     def _labels(self, job: Any, rank: Any) -> tuple[str, str]:
-        return self.budget("job", _label(job)), self.budget("rank", _label(rank))
+        return self.budget("training_job", _label(job)), self.budget("rank", _label(rank))
 
     def _records(self, table) -> None:
         grouped = table.group_by(["level", "job", "rank"], use_threads=False).aggregate(
@@ -88,7 +88,7 @@ class BatchObserver:
         for level, job, rank, count, ts in zip(grouped["level"], grouped["job"], grouped["rank"],
                                                grouped["level_count"], grouped["ts_ns_max"], strict=True):
             job_label, rank_label = self._labels(job, rank)
-            self.m.log_records.labels(level=level, job=job_label, rank=rank_label).inc(count)
+            self.m.log_records.labels(level=level, training_job=job_label, rank=rank_label).inc(count)
             if ts is not None:
                 key = (job_label, rank_label)
                 seconds = ts / 1e9
@@ -96,7 +96,7 @@ class BatchObserver:
         for key, seconds in newest.items():
             if seconds > self._last_ts.get(key, -math.inf):
                 self._last_ts[key] = seconds
-                self.m.last_record_timestamp_seconds.labels(job=key[0], rank=key[1]).set(seconds)
+                self.m.last_record_timestamp_seconds.labels(training_job=key[0], rank=key[1]).set(seconds)
 
     def _steps(self, table) -> None:
         if table["step"].null_count == table.num_rows:
@@ -112,7 +112,7 @@ class BatchObserver:
             ts_ns = ts_ns if ts_ns is not None else 0
             if ts_ns >= self._step_ts.get(key, -1):
                 self._step_ts[key] = ts_ns
-                self.m.training_step.labels(job=key[0], rank=key[1]).set(step)
+                self.m.training_step.labels(training_job=key[0], rank=key[1]).set(step)
 
     def _may_carry_signature(self, column) -> bool:
         if column.null_count == len(column):
@@ -135,7 +135,7 @@ class BatchObserver:
             found = signatures.match(f"{msg or ''}\n{exc or ''}")
             if found is not None:
                 job_label, rank_label = self._labels(job, rank)
-                self.m.failure_signatures.labels(signature=found.name, job=job_label, rank=rank_label).inc()
+                self.m.failure_signatures.labels(signature=found.name, training_job=job_label, rank=rank_label).inc()
 
     def _training_metrics(self, table) -> None:
         pc = self._pc
@@ -153,7 +153,7 @@ class BatchObserver:
                 continue
             job_label, rank_label = self._labels(job, rank)
             for name, value in self._numeric_metrics(decoded):
-                self.m.training_metric.labels(job=job_label, rank=rank_label,
+                self.m.training_metric.labels(training_job=job_label, rank=rank_label,
                                               name=self.budget("name", name)).set(value)
 
     def _numeric_metrics(self, attrs: dict[str, Any]):
