@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.net import free_port
+from tests.helpers.seaweedfs import SeaweedFS, running_seaweedfs
 
 
 @pytest.fixture
@@ -22,3 +23,16 @@ def token_file(tmp_path: Path) -> Path:
     path.write_text(secrets.token_hex(16) + "\n")
     path.chmod(0o600)
     return path
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory):
+    """One real S3 server (SeaweedFS) for the whole session; tests keep apart by bucket."""
+    with running_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_root(seaweedfs: SeaweedFS) -> str:
+    """A fresh, empty archive root on the session's SeaweedFS."""
+    return f"s3://{seaweedfs.new_bucket()}/archive"

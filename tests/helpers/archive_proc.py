@@ -31,11 +31,12 @@ NDJSON = "application/x-ndjson"
 
 @dataclass
 class ArchiveHandle:
-    root: Path
+    root: Path | str  # a directory, or an s3://bucket/prefix URI
     token_file: Path
     port: int
     extra_args: tuple[str, ...] = ()
     scheme: str = "http"
+    env: dict[str, str] | None = None  # extra environment (e.g. the AWS variables of an S3 root)
     log_path: Path | None = None
     proc: subprocess.Popen | None = None
     ca_file: str | None = None
@@ -55,7 +56,7 @@ class ArchiveHandle:
     def start(self, timeout: float = 60.0) -> None:
         args = ranklog_cmd("archive", "--root", str(self.root), "--listen", f"127.0.0.1:{self.port}",
                            "--token-file", str(self.token_file), *self.extra_args)
-        self.proc = spawn(args, log_path=self.log_path)
+        self.proc = spawn(args, log_path=self.log_path, env=self.env)
         self._stopped = False
         wait_ready(self.url, self.proc, timeout, self.ca_file)
 
@@ -91,14 +92,16 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60.0, ca_file:
 
 
 @contextlib.contextmanager
-def running_archive(root: Path, token_file: Path, port: int | None = None, extra_args: Sequence[str] = (),
+def running_archive(root: Path | str, token_file: Path, port: int | None = None, extra_args: Sequence[str] = (),
                     log_path: Path | None = None, scheme: str = "http",
-                    ca_file: str | None = None) -> Iterator[ArchiveHandle]:
-    """A started archive process (stopped on exit, whatever happens)."""
-    root = Path(root)
+                    ca_file: str | None = None, env: dict[str, str] | None = None) -> Iterator[ArchiveHandle]:
+    """A started archive process (stopped on exit, whatever happens). An ``s3://`` root needs
+    `log_path` and a ``--state-dir`` in `extra_args`."""
+    if "://" not in str(root):
+        root = Path(root)
+        log_path = log_path or root.parent / f"archive-{root.name}.log"
     handle = ArchiveHandle(root=root, token_file=Path(token_file), port=port or free_port(),
-                           extra_args=tuple(extra_args), scheme=scheme,
-                           log_path=log_path or root.parent / f"archive-{root.name}.log", ca_file=ca_file)
+                           extra_args=tuple(extra_args), scheme=scheme, env=env, log_path=log_path, ca_file=ca_file)
     try:
         handle.start()
         yield handle

@@ -163,4 +163,5 @@ def create_app(state: ArchiveState) -> Starlette:
     app.state.archive = state
     app.state.config = state.config
     app.state.root = state.config.root
+    app.state.s3 = state.config.s3.settings()
     return app

@@ -62,8 +62,31 @@ class RetentionConfig:
 
 
 @dataclass
+class S3Config:
+    """Object storage settings for an ``s3://bucket/prefix`` root. Empty keys fall back to the standard
+    AWS variables and files (ranklog.object_store); the secret is only ever read from a file."""
+
+    endpoint_url: str = field(default="", metadata={
+        "help": "S3 endpoint, e.g. http://127.0.0.1:8333 (default: $AWS_ENDPOINT_URL, the AWS config, AWS)"})
+    region: str = field(default="", metadata={"help": "S3 region (default: $AWS_REGION, the AWS config, us-east-1)"})
+    access_key_id: str = field(default="", metadata={"help": "S3 access key id (default: $AWS_ACCESS_KEY_ID, files)"})
+    secret_access_key_file: str = field(default="", metadata={
+        "help": "file holding the S3 secret key (default: $AWS_SECRET_ACCESS_KEY, ~/.aws/credentials)"})
+    request_timeout: float = field(default=30.0, metadata={
+        "unit": "duration", "help": "per-request timeout against the object store"})
+    lease_ttl: float = field(default=300.0, metadata={
+        "unit": "duration", "help": "an hour's compaction/retention lease expires this long after its last renewal"})
+
+    def settings(self):
+        from ..object_store import S3Settings
+
+        return S3Settings.from_files(self.endpoint_url, self.region, self.access_key_id, self.secret_access_key_file,
+                                     self.request_timeout)
+
+
+@dataclass
 class ArchiveConfig:
-    root: str = field(default="", metadata={"help": "archive root: a directory or a pyarrow filesystem URI"})
+    root: str = field(default="", metadata={"help": "archive root: a directory or s3://bucket/prefix"})
     listen: str = field(default="127.0.0.1:8470", metadata={"help": "HOST:PORT to serve HTTP(S) on"})
     token_file: str = field(default="", metadata={"help": "bearer tokens, one per line (re-read when it changes)"})
     archive_id: str = field(default_factory=default_archive_id, metadata={
@@ -95,6 +118,7 @@ class ArchiveConfig:
     compaction_delay: float = field(default=600.0, metadata={
         "unit": "duration", "help": "an hour is compacted this long after it ends"})
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    s3: S3Config = field(default_factory=S3Config)
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (enables HTTPS with tls_key)"})
     tls_key: str = field(default="", metadata={"help": "PEM private key"})
     log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR")})
@@ -108,6 +132,16 @@ class ArchiveConfig:
             raise ValueError(f"archive_id: {self.archive_id!r} must be letters, digits, '.', '_' and inner '-'")
         if "://" in self.root and not self.state_dir:
             raise ValueError("state_dir: required when root is a URI (the WAL needs a local disk)")
+        if self.root.startswith("s3://"):
+            from ..object_store import StoreConfigError, split_s3
+
+            try:
+                split_s3(self.root)
+                self.s3.settings()
+            except StoreConfigError as exc:
+                raise ValueError(str(exc)) from None
+        if self.s3.lease_ttl <= 0 or self.s3.request_timeout <= 0:
+            raise ValueError("s3.lease_ttl and s3.request_timeout: must be positive")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("tls_cert and tls_key go together")
         self.listen_address()

@@ -159,7 +159,8 @@ class QueryEndpoint:
                 self._slots.release()
 
         try:
-            source = await run_in_threadpool(ArchiveSource.open, self.root(request))
+            source = await run_in_threadpool(ArchiveSource.open, self.root(request),
+                                            getattr(request.app.state, "s3", None))
             if count_only:
                 total = await run_in_threadpool(engine.count, source, spec)
                 release()

@@ -51,7 +51,7 @@ def _lock_state_dir(state_dir: str) -> int:
 def run(config: ArchiveConfig) -> int:
     logging.basicConfig(level=config.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    storage = Storage(config.root, config.archive_id)
+    storage = Storage(config.root, config.archive_id, config.s3.settings())
     state_dir = state_directory(config, storage)
     lock_fd = _lock_state_dir(state_dir)
     try:

@@ -1,9 +1,10 @@
 """Where Parquet files live: a pyarrow filesystem, the hive layout, file naming, disk space, the clock.
 
-All file operations go through ``pyarrow.fs`` so a local directory is the default and object
-storage (``s3://bucket/prefix``) is a config change. On a local filesystem files and directory
-entries are fsynced, so a renamed file survives power loss; object stores make a finished PUT
-durable on their own.
+All file operations go through ``pyarrow.fs`` (the root opened by :mod:`ranklog.object_store`), so a
+local directory is the default and object storage (``s3://bucket/prefix``) is a config change. On a
+local filesystem files and directory entries are fsynced, so a renamed file survives power loss;
+object stores make a finished PUT durable on their own, and an object appears whole or not at all
+(a multipart upload becomes visible only when it completes), so readers never see a partial file.
 
 Layout: ``<root>/date=YYYY-MM-DD/hour=HH/<archive-id>-<seq>.parquet`` (UTC hour of `ts`). `seq` is
 microseconds since the epoch at creation, made strictly increasing within a process, so names
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from ..archive_layout import partition_dir, partition_start
+from ..object_store import S3Settings, is_uri, open_root
 
 
 @dataclass(frozen=True)
@@ -45,16 +47,11 @@ def temp_name(final_path: str) -> str:
 class Storage:
     """The archive root seen through pyarrow.fs, with this instance's naming rules."""
 
-    def __init__(self, root: str, archive_id: str) -> None:
-        if "://" in root:
-            self.fs, self.base = pafs.FileSystem.from_uri(root)
-            self.local_base: str | None = None
-        else:
-            self.base = os.path.abspath(root)
-            self.fs = pafs.LocalFileSystem()
-            self.local_base = self.base
+    def __init__(self, root: str, archive_id: str, s3: S3Settings | None = None) -> None:
+        self.fs, self.base = open_root(root, s3)
+        self.local_base: str | None = None if is_uri(root) else self.base
+        if self.local_base is not None:
             os.makedirs(self.base, exist_ok=True)
-        self.base = self.base.rstrip("/")
         self.archive_id = archive_id
         self._own = re.compile(rf"^{re.escape(archive_id)}-(\d+)\.parquet$")
         self._own_temp = re.compile(rf"^\.{re.escape(archive_id)}-(\d+)\.parquet\.tmp$")

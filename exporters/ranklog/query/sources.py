@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
+    from ..object_store import S3Settings
+
 
 
 @dataclass(frozen=True)
@@ -95,23 +97,28 @@ class ArchiveSource:
         self.label = label or root
 
     @classmethod
-    def open(cls, location: str) -> ArchiveSource:
+    def open(cls, location: str, s3: S3Settings | None = None) -> ArchiveSource:
+        """A local directory or an object-store URI (``s3://bucket/prefix``: endpoint and credentials
+        from `s3`, then the AWS variables and files, see :mod:`ranklog.object_store`)."""
         import pyarrow.fs as pafs
 
-        if "://" in location:
-            try:
-                filesystem, root = pafs.FileSystem.from_uri(location)
-            except Exception as exc:  # pyarrow raises several types for bad URIs / missing credentials
-                raise UserError(f"cannot open archive {location}: {str(exc).splitlines()[0]}") from None
-        else:
-            root = os.path.abspath(location)
-            if not os.path.isdir(root):
+        from ..object_store import StoreConfigError, is_uri, open_root
+
+        if not is_uri(location):
+            if not os.path.isdir(location):
                 raise UserError(f"archive {location}: no such directory")
-            if not os.access(root, os.R_OK | os.X_OK):
+            if not os.access(location, os.R_OK | os.X_OK):
                 raise UserError(f"archive {location}: permission denied")
-            filesystem = pafs.LocalFileSystem()
+        try:
+            filesystem, root = open_root(location, s3)
+            info = filesystem.get_file_info(root)
+        except StoreConfigError as exc:
+            raise UserError(f"cannot open archive {location}: {exc}") from None
+        except OSError as exc:  # unreachable endpoint, refused credentials, missing bucket
+            raise UserError(f"cannot open archive {location}: {str(exc).splitlines()[0]}") from None
         source = cls(filesystem, root, location)
-        info = source.filesystem.get_file_info(source.root)
+        if info.type == pafs.FileType.NotFound and is_uri(location):
+            return source  # an object-store prefix exists once something is written under it
         if info.type != pafs.FileType.Directory:
             raise UserError(f"archive {location}: not a directory")
         return source
