@@ -25,6 +25,7 @@ from starlette.routing import Route
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
 from .ingest import IngestError, content_type_code, encoding_code
+from .loki.routes import LokiAPI
 from .openapi import openapi_document
 from .pipeline import Pipeline
 from .query_api import QueryEndpoint
@@ -151,6 +152,7 @@ def routes() -> list[Route]:
         Route("/openapi.json", openapi, methods=["GET"]),
         # (a bound method: Starlette treats a callable object as a raw ASGI app, a method as a handler)
         Route("/v1/query", QueryEndpoint(_archive_root, authorize).handle, methods=["GET", "POST"]),
+        *LokiAPI(_archive_root, authorize).routes(),
     ]
 
 

@@ -20,8 +20,16 @@ FILTER_COLUMNS: dict[str, tuple[str, ...]] = {
     "start_ns": ("ts",), "end_ns": ("ts",), "levels": ("level",), "hosts": ("host",), "loggers": ("logger",),
     "ips": ("ip",), "jobs": ("job",), "trace_ids": ("trace_id",), "pids": ("pid",), "ranks": ("rank",),
     "step_min": ("step",), "step_max": ("step",), "contains": ("msg", "exc"), "regex": ("msg", "exc"),
-    "attrs": ("attrs",),
+    "attrs": ("attrs",), "line_filters": ("msg", "exc"),
+    "label_matchers": (),  # the columns are the matchers' own: QuerySpec.filter_columns adds them
 }
+
+# Loki-style label matchers (``label_matchers``): the columns they may name, their operators, and the
+# operators of ``line_filters`` (over the message and the exception text, like --contains/--regex).
+MATCHER_COLUMNS = ("job", "host", "rank", "local_rank", "role", "level", "format", "trace_id")
+MATCHER_OPS = ("=", "!=", "=~", "!~")
+LINE_FILTER_OPS = ("|=", "!=", "|~", "!~")
+_INT_COLUMNS = ("rank", "local_rank")
 
 
 def _isin_or_glob(name: str, values: tuple[str, ...]) -> ds.Expression:
@@ -76,6 +84,8 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
     text = text_condition(spec, ds.field("msg"), ds.field("exc"))
     if text is not None:
         parts.append(text)
+    parts += [matcher_expression(name, op, value) for name, op, value in spec.label_matchers]
+    parts += [line_filter_condition(op, pattern, ds.field("msg"), ds.field("exc")) for op, pattern in spec.line_filters]
     for item in spec.attrs:
         key, _ = parse_attr(item)
         top = key.split(".")[0]
@@ -86,6 +96,59 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
     for part in parts[1:]:
         out = out & part
     return out
+
+
+def _label_text(name: str) -> ds.Expression:
+    """The column as Loki sees a label: text, and "" where the record has no value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    field = ds.field(name).cast(pa.string()) if name in _INT_COLUMNS else ds.field(name)
+    return pc.coalesce(field, pa.scalar("", pa.string()))
+
+
+def matcher_expression(name: str, op: str, value: str) -> ds.Expression:
+    """A Loki label matcher on a record column. A missing value is the empty string (Loki's rule);
+    ``=~``/``!~`` are fully anchored RE2; ``level`` equality ignores case (``error`` = ``ERROR``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if op in ("=~", "!~"):
+        anchored = "^(?:" + value + ")$"
+        matched = pc.match_substring_regex(_label_text(name), anchored, ignore_case=name == "level")
+        return matched if op == "=~" else pc.invert(matched)
+    field = ds.field(name)
+    if value == "":
+        equal = field.is_null() if name in _INT_COLUMNS else field.is_null() | (field == pa.scalar("", pa.string()))
+    elif name in _INT_COLUMNS:
+        # the label value is the decimal text: "01" or "1.0" is not rank 1
+        valid = re.fullmatch(r"-?[1-9]\d{0,9}|0", value) is not None and -(1 << 31) <= int(value) < (1 << 31)
+        equal = field == pa.scalar(int(value), pa.int32()) if valid else ds.scalar(False)
+    else:
+        equal = field == pa.scalar(value.upper() if name == "level" else value, pa.string())
+    if op == "=":
+        return equal
+    return pc.invert(pc.coalesce(equal, pa.scalar(False))) if value != "" else pc.invert(equal)
+
+
+def _in_text(function: Any, pattern: str, msg: Any, exc: Any, ignore_case: bool) -> Any:
+    """`pattern` found in `msg`, or in `exc` where it is set: never null."""
+    import pyarrow.compute as pc
+
+    in_msg = function(msg, pattern, ignore_case=ignore_case)
+    in_exc = function(exc, pattern, ignore_case=ignore_case)
+    return pc.or_kleene(in_msg, pc.and_kleene(pc.is_valid(exc), in_exc))
+
+
+def line_filter_condition(op: str, pattern: str, msg: Any, exc: Any) -> Any:
+    """A Loki line filter (``|=`` ``!=`` ``|~`` ``!~``) over the message and the exception text."""
+    import pyarrow.compute as pc
+
+    function = pc.match_substring if op in ("|=", "!=") else pc.match_substring_regex
+    found = _in_text(function, pattern, msg, exc, ignore_case=False)
+    return found if op in ("|=", "|~") else pc.invert(found)
 
 
 def text_condition(spec: QuerySpec, msg: Any, exc: Any) -> Any:
@@ -99,19 +162,33 @@ def text_condition(spec: QuerySpec, msg: Any, exc: Any) -> Any:
     parts = []
     for function, pattern in ((pc.match_substring, spec.contains), (pc.match_substring_regex, spec.regex)):
         if pattern is not None:
-            in_msg = function(msg, pattern, ignore_case=spec.ignore_case)
-            in_exc = function(exc, pattern, ignore_case=spec.ignore_case)
-            parts.append(pc.or_kleene(in_msg, pc.and_kleene(pc.is_valid(exc), in_exc)))
+            parts.append(_in_text(function, pattern, msg, exc, spec.ignore_case))
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else pc.and_kleene(parts[0], parts[1])
 
 
-def check_regex(pattern: str) -> None:
+def check_regex(pattern: str, what: str = "--regex") -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     try:
         pc.match_substring_regex(pa.array([""]), pattern)
     except (pa.ArrowInvalid, ValueError) as exc:
-        raise UserError(f"bad --regex {pattern!r}: {str(exc).splitlines()[0]}") from None
+        raise UserError(f"bad {what} {pattern!r}: {str(exc).splitlines()[0]}") from None
+
+
+def check_matchers(label_matchers: tuple[tuple[str, str, str], ...], line_filters: tuple[tuple[str, str], ...]) -> None:
+    """UserError for an unknown column or operator, or a bad regular expression."""
+    for name, op, value in label_matchers:
+        if name not in MATCHER_COLUMNS:
+            raise UserError(f"label_matchers: unknown label {name!r} (one of {', '.join(MATCHER_COLUMNS)})")
+        if op not in MATCHER_OPS:
+            raise UserError(f"label_matchers: unknown operator {op!r} (one of {' '.join(MATCHER_OPS)})")
+        if op in ("=~", "!~"):
+            check_regex("^(?:" + value + ")$", f"label regex for {name}")
+    for op, pattern in line_filters:
+        if op not in LINE_FILTER_OPS:
+            raise UserError(f"line_filters: unknown operator {op!r} (one of {' '.join(LINE_FILTER_OPS)})")
+        if op in ("|~", "!~"):
+            check_regex(pattern, "line filter regex")

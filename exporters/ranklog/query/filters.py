@@ -19,6 +19,10 @@ Decisions where the spec is silent (also in ``ranklog query --help``):
 - ``--attr k=v`` matches when the JSON ``attrs`` has key ``k`` (a dotted path reaches into nested
   objects) whose value, as text, equals ``v``; ``--attr k`` only requires the key.
 - Several values of one filter are OR-ed; different filters are AND-ed.
+- ``label_matchers`` and ``line_filters`` carry a LogQL selection (the archive's Loki API) to the same
+  engine: ``(label, op, value)`` with Loki's ``= != =~ !~`` over job, host, rank, local_rank, role,
+  level, format, trace_id (a missing value is ""), and ``(op, pattern)`` with ``|= != |~ !~`` over
+  the message and exception text, all AND-ed (see :func:`.filter_arrow.matcher_expression`).
 """
 
 
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..record import FIELDS, LEVELS
-from .filter_arrow import FILTER_COLUMNS, build_expression, check_regex
+from .filter_arrow import FILTER_COLUMNS, build_expression, check_matchers, check_regex
 from .filter_attrs import filter_batch
 
 if TYPE_CHECKING:
@@ -68,6 +72,8 @@ class QuerySpec:
     attrs: tuple[str, ...] = ()
     limit: int | None = None
     order: tuple[str, ...] = ("ts",)
+    label_matchers: tuple[tuple[str, str, str], ...] = ()
+    line_filters: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.start_ns is not None and self.end_ns is not None and self.end_ns <= self.start_ns:
@@ -84,10 +90,12 @@ class QuerySpec:
                 raise UserError(f"cannot sort by {key.lstrip('-')!r} (one of {', '.join(sorted(SORTABLE))})")
         if self.regex is not None:
             check_regex(self.regex)
+        check_matchers(self.label_matchers, self.line_filters)
 
     # -- serialisation (remote queries) ------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items()}
+        return {k: ([list(i) if isinstance(i, tuple) else i for i in v] if isinstance(v, tuple) else v)
+                for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: Any) -> QuerySpec:
@@ -118,6 +126,7 @@ class QuerySpec:
         """The columns :meth:`expression` reads (kept next to :func:`build_expression`)."""
         used = [name for field, names in FILTER_COLUMNS.items() if getattr(self, field) not in (None, ())
                 for name in names]
+        used += [name for name, _, _ in self.label_matchers]
         return list(dict.fromkeys(used))
 
     def python_filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -132,6 +141,7 @@ _INT_RANGES = {"start_ns": 63, "end_ns": 63, "step_min": 63, "step_max": 63, "li
 _INT_LISTS = {"pids": 31, "ranks": 31}
 _STR_LISTS = ("levels", "hosts", "ips", "jobs", "trace_ids", "loggers", "attrs", "order")
 _STRINGS = ("contains", "regex")
+_STR_TUPLES = {"label_matchers": 3, "line_filters": 2}
 
 
 def _is_int(value: Any, bits: int) -> bool:
@@ -152,6 +162,12 @@ def _checked(name: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
         raise UserError(f"{name}: expected a list of strings")
+    if name in _STR_TUPLES:
+        size = _STR_TUPLES[name]
+        if isinstance(value, list) and all(isinstance(item, list) and len(item) == size
+                                           and all(isinstance(part, str) for part in item) for item in value):
+            return tuple(tuple(item) for item in value)
+        raise UserError(f"{name}: expected a list of [{', '.join(['string'] * size)}] lists")
     if name in _STRINGS:
         if value is None or isinstance(value, str):
             return value
