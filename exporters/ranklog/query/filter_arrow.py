@@ -4,6 +4,7 @@ statistics and scans, and the text condition a search evaluates on arrays direct
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
