@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "integrity": ("integrity", "query", "find lost records: seq gaps, offset gaps, parse errors"),
     "triage": ("triage", "query", "which rank failed first, and why"),
     "report": ("report", "query", "self-contained HTML report: verdict, timelines, throughput, templates"),
+    "check-config": ("check_config", "agent", "check an agent or archive YAML config; exit 2 naming the bad key"),
     "demo": ("demo", "test", "run the whole pipeline on this machine with a simulated failing 16-rank job"),
 }
 _THIRD_PARTY_ROOTS = {"pyarrow", "duckdb", "prometheus_client", "yaml", "httpx", "starlette", "uvicorn", "rich", "numpy"}

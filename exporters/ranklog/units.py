@@ -35,3 +35,22 @@ def parse_duration(value: str | int | float) -> float:
     if not match or match.group(2).lower() not in _DURATION_UNITS:
         raise ValueError(f"not a duration: {value!r} (use e.g. 250ms, 30s, 5m, 2h, 7d)")
     return float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
+
+
+def format_size(n: int) -> str:
+    """`n` bytes in the unit that states it exactly with the fewest digits (`1GiB`, `64MB`): what help shows."""
+    exact = [f"{n // scale}{unit}" for unit, scale in (
+        ("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024),
+        ("TB", 1000**4), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)) if n >= scale and n % scale == 0]
+    return min(exact, key=len) if exact else str(n)
+
+
+def format_duration(seconds: float) -> str:
+    """`seconds` in the largest unit that states it exactly (`7d`, `90s`, `250ms`)."""
+    for unit, scale in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= scale and seconds % scale == 0:
+            return f"{int(seconds // scale)}{unit}"
+    if seconds == 0:
+        return "0s"
+    millis = seconds * 1000
+    return f"{millis:g}ms" if millis == int(millis) else f"{seconds:g}s"

@@ -4,28 +4,22 @@
 # unchanged), then give the agent time to ship the last lines before the container exits with the
 # command's status. SIGTERM/SIGINT are passed to the training command.
 #
-# Environment: RANKLOG_ARCHIVE (archive URL[,URL...]; unset = capture only, no agent),
-# RANKLOG_TOKEN_FILE (default /run/secrets/ranklog-token), RANKLOG_LOG_DIR (/var/log/ranklog),
-# RANKLOG_STATE_DIR (/var/lib/ranklog-agent; mount a volume to keep checkpoints across runs),
-# RANKLOG_METRICS_LISTEN (0.0.0.0:9465), RANKLOG_AGENT_ARGS (extra agent flags, e.g. --preset ray),
-# RANKLOG_DRAIN_TIMEOUT (seconds to wait for the agent to ship everything, default 60).
+# Environment: the agent reads its configuration from RANKLOG_AGENT_<KEY> variables (one scheme
+# for every key, see README "Configuration"; the image sets TOKEN_FILE, STATE_DIR, METRICS_LISTEN,
+# PRESET). RANKLOG_AGENT_ARCHIVE (archive URL[,URL...]) unset = capture only, no agent.
+# RANKLOG_LOG_DIR is where `ranklog run` writes and the ranklog preset reads (/var/log/ranklog);
+# RANKLOG_DRAIN_TIMEOUT (seconds to wait for the agent to ship everything, default 60) is the
+# entrypoint's own.
 set -u
 if [ "$#" -eq 0 ]; then
   echo "ranklog-entrypoint: give the training command, e.g. python train.py" >&2
   exit 2
 fi
-if [ -z "${RANKLOG_ARCHIVE:-}" ]; then
+if [ -z "${RANKLOG_AGENT_ARCHIVE:-}" ]; then
   exec /opt/ranklog/bin/ranklog run -- "$@"
 fi
 
-# shellcheck disable=SC2086 # RANKLOG_AGENT_ARGS is a list of flags
-/opt/ranklog/bin/ranklog agent \
-  --archive "$RANKLOG_ARCHIVE" \
-  --token-file "${RANKLOG_TOKEN_FILE:-/run/secrets/ranklog-token}" \
-  --state-dir "${RANKLOG_STATE_DIR:-/var/lib/ranklog-agent}" \
-  --metrics-listen "${RANKLOG_METRICS_LISTEN:-0.0.0.0:9465}" \
-  --preset ranklog --ranklog-log-dir "$RANKLOG_LOG_DIR" \
-  ${RANKLOG_AGENT_ARGS:-} &
+/opt/ranklog/bin/ranklog agent &
 agent=$!
 
 /opt/ranklog/bin/ranklog run -- "$@" &
@@ -40,7 +34,7 @@ done
 trap - TERM INT
 
 /opt/ranklog/bin/python /opt/ranklog/drain.py \
-  --metrics "${RANKLOG_METRICS_LISTEN:-0.0.0.0:9465}" --log-dir "$RANKLOG_LOG_DIR" \
+  --metrics "$RANKLOG_AGENT_METRICS_LISTEN" --log-dir "${RANKLOG_AGENT_RANKLOG_LOG_DIR:-$RANKLOG_LOG_DIR}" \
   --timeout "${RANKLOG_DRAIN_TIMEOUT:-60}" --agent-pid "$agent" || true
 kill -TERM "$agent" 2>/dev/null
 wait "$agent" 2>/dev/null

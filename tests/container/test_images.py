@@ -59,7 +59,7 @@ def test_node_image_ships_training_logs_to_the_archive_image(cluster: Cluster, i
     with Timer("node image training run"):
         proc = subprocess.run(
             ["docker", "run", "--rm", "--network", cluster.network_id, "--hostname", "imgnode",
-             "-e", f"RANKLOG_ARCHIVE={url}", "-e", f"RANKLOG_JOB={JOB}", "-e", "RANK=0",
+             "-e", f"RANKLOG_AGENT_ARCHIVE={url}", "-e", f"RANKLOG_JOB={JOB}", "-e", "RANK=0",
              "-v", f"{token}:/run/secrets/ranklog-token:ro", image, "python3", "-c", script],
             capture_output=True, text=True, timeout=300)
     assert proc.returncode == 3, proc.stderr[-2000:]

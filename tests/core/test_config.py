@@ -81,3 +81,43 @@ def test_bad_flag_value_is_named():
 def test_missing_file_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(Example, tmp_path / "nope.yaml")
+
+
+@dataclass
+class EnvExample(Example):
+    ENV_PREFIX = "EXAMPLE"  # not a field: no annotation
+
+
+def test_every_key_comes_from_the_environment_and_flags_win(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("workers: 3\nlisten: 127.0.0.1:1\nretention: 1d\n")
+    environ = {"EXAMPLE_WORKERS": "4", "EXAMPLE_RETENTION": "7d", "EXAMPLE_TLS__VERIFY": "false",
+               "EXAMPLE_ENDPOINTS": "a,b", "EXAMPLE_SOURCES": "[{glob: '/x/*', format: json}]", "OTHER_X": "1"}
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, EnvExample)
+    cfg = load_config(EnvExample, path, flag_overrides(parser.parse_args(["--workers", "5"])), environ=environ)
+    assert cfg.workers == 5  # flag > environment
+    assert cfg.retention == 7 * 86400  # environment > file
+    assert cfg.listen == "127.0.0.1:1"  # file > default
+    assert cfg.tls.verify is False and cfg.endpoints == ["a", "b"] and cfg.sources[0].format == "json"
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"EXAMPLE_WORKER": "4"}, "environment EXAMPLE_WORKER: names no config key (did you mean EXAMPLE_WORKERS?)"),
+    ({"EXAMPLE_RETENTION": "forever"}, "environment EXAMPLE_RETENTION: retention: not a duration"),
+    ({"EXAMPLE_TLS__VERIFY": "maybe"}, "environment EXAMPLE_TLS__VERIFY: tls.verify: expected true/false"),
+    ({"EXAMPLE_SOURCES": "[{glob: a"}, "environment EXAMPLE_SOURCES: not valid YAML"),
+])
+def test_bad_environment_names_the_variable(environ, message):
+    with pytest.raises(ConfigError) as caught:
+        load_config(EnvExample, None, environ=environ)
+    assert str(caught.value).startswith(message)
+
+
+def test_help_shows_one_spelling_human_defaults_and_the_environment_scheme():
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, EnvExample)
+    text = parser.format_help()
+    assert "--max-body SIZE" in text and "--max_body" not in text
+    assert "(default: 30d)" in text and "(default: 64MiB)" in text
+    assert "EXAMPLE_<KEY>" in text and "joined by __" in text

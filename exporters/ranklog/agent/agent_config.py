@@ -20,6 +20,7 @@ import dataclasses
 import os
 import socket
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 DEFAULT_TRAINING_METRICS = [
     "perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/max_memory_allocated_gb",
@@ -78,17 +79,25 @@ def default_ip() -> str:
 
 @dataclass
 class AgentConfig:
+    ENV_PREFIX: ClassVar[str] = "RANKLOG_AGENT"  # every key also from RANKLOG_AGENT_<KEY> (ranklog.config_loader)
+    SECTION: ClassVar[str] = "agent"  # a file may hold the keys under `agent:`
+
     archive: list[str] = field(default_factory=list, metadata={"help": "archive base URLs (comma-separated)"})
     token_file: str = field(default="", metadata={"help": "file whose first line is the bearer token"})
     state_dir: str = field(default="/var/lib/ranklog-agent", metadata={"help": "checkpoints live here"})
     metrics_listen: str = field(default="127.0.0.1:9465", metadata={"help": "HOST:PORT of /metrics ('' = off)"})
     preset: list[str] = field(default_factory=list, metadata={"help": f"presets: {', '.join(PRESETS)}"})
     source: list[str] = field(default_factory=list, metadata={"help": "extra sources 'GLOB[:FORMAT]'", "flag": True})
-    sources: list[SourceSpec] = field(default_factory=list, metadata={"parse": lambda v: [_split_source(x) for x in v]})
-    host: str = field(default_factory=default_host, metadata={"help": "node name stamped on records"})
-    ip: str = field(default_factory=default_ip, metadata={"help": "node address stamped on records"})
+    sources: list[SourceSpec] = field(default_factory=list, metadata={
+        "parse": lambda v: [_split_source(x) for x in ([v] if isinstance(v, (str, dict)) else v)],
+        "help": "sources as mappings {glob, format, options, exclude} (YAML / environment only)"})
+    host: str = field(default_factory=default_host, metadata={
+        "help": "node name stamped on records (default: this host's name)", "show_default": False})
+    ip: str = field(default_factory=default_ip, metadata={
+        "help": "node address stamped on records (default: the address of the outbound route)", "show_default": False})
     ranklog_log_dir: str = field(default_factory=lambda: os.environ.get("RANKLOG_LOG_DIR", "/var/log/ranklog"),
-                                 metadata={"help": "root of the ranklog preset"})
+                                 metadata={"help": "root of the ranklog preset (default: $RANKLOG_LOG_DIR, else "
+                                                   "/var/log/ranklog)", "show_default": False})
     ray_root: str = field(default="/tmp/ray", metadata={"help": "root of the ray preset (session_*/logs below)"})
     torchrun_log_dirs: list[str] = field(default_factory=lambda: ["/var/log/torchrun"],
                                          metadata={"help": "torchrun --log-dir roots of the torchrun preset"})
@@ -102,9 +111,9 @@ class AgentConfig:
     idle_final: float = field(default=0.5, metadata={"unit": "duration", "help": "flush a pending record after this quiet time"})
     rotate_grace: float = field(default=2.0, metadata={"unit": "duration", "help": "keep a rotated file this long after EOF"})
     checkpoint_interval: float = field(default=0.5, metadata={"unit": "duration", "help": "max checkpoint write rate"})
-    request_timeout: float = field(default=30.0, metadata={"unit": "duration"})
-    backoff_initial: float = field(default=0.25, metadata={"unit": "duration"})
-    backoff_max: float = field(default=30.0, metadata={"unit": "duration"})
+    request_timeout: float = field(default=30.0, metadata={"unit": "duration", "help": "give up on one request after"})
+    backoff_initial: float = field(default=0.25, metadata={"unit": "duration", "help": "first retry delay after a failure"})
+    backoff_max: float = field(default=30.0, metadata={"unit": "duration", "help": "longest retry delay (doubling from the first)"})
     unauthorized_retry: float = field(default=60.0, metadata={"unit": "duration", "help": "re-try a 401 endpoint after"})
     senders: int = field(default=2, metadata={"help": "concurrent requests in flight"})
     compression: str = field(default="lz4", metadata={"choices": ("lz4", "zstd"),
@@ -117,7 +126,8 @@ class AgentConfig:
     training_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TRAINING_METRICS),
                                         metadata={"help": "allow-listed training metric names"})
     shutdown_timeout: float = field(default=10.0, metadata={"unit": "duration", "help": "ship what is read on exit for up to"})
-    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR")})
+    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR"),
+                                                     "help": "the agent's own log level (DEBUG, INFO, WARNING, ERROR)"})
 
     def validate(self) -> None:
         if not self.archive:

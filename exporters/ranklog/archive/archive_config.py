@@ -13,6 +13,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..record import LEVELS, normalize_level
 from ..units import parse_duration
@@ -86,11 +87,15 @@ class S3Config:
 
 @dataclass
 class ArchiveConfig:
+    ENV_PREFIX: ClassVar[str] = "RANKLOG_ARCHIVE"  # every key also from RANKLOG_ARCHIVE_<KEY> (ranklog.config_loader)
+    SECTION: ClassVar[str] = "archive"  # a file may hold the keys under `archive:`
+
     root: str = field(default="", metadata={"help": "archive root: a directory or s3://bucket/prefix"})
     listen: str = field(default="127.0.0.1:8470", metadata={"help": "HOST:PORT to serve HTTP(S) on"})
     token_file: str = field(default="", metadata={"help": "bearer tokens, one per line (re-read when it changes)"})
     archive_id: str = field(default_factory=default_archive_id, metadata={
-        "help": "names this instance's files; instances sharing a root need distinct ids (default: host name)"})
+        "help": "names this instance's files; instances sharing a root need distinct ids (default: host name)",
+        "show_default": False})
     state_dir: str = field(default="", metadata={
         "help": "WAL, dedup snapshot and journals (default: <root>/_ranklog/<archive_id> for a local root)"})
     max_body_size: int = field(default=256 * 1024**2, metadata={"unit": "size", "help": "larger requests get 413"})
@@ -121,7 +126,8 @@ class ArchiveConfig:
     s3: S3Config = field(default_factory=S3Config)
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (enables HTTPS with tls_key)"})
     tls_key: str = field(default="", metadata={"help": "PEM private key"})
-    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR")})
+    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR"),
+                                                     "help": "the archive's own log level (DEBUG, INFO, WARNING, ERROR)"})
 
     def validate(self) -> None:
         if not self.root:

@@ -23,12 +23,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def _load(args: argparse.Namespace):
     from ..agent.agent_config import AgentConfig
-    from ..config_loader import flag_overrides, load_config, read_yaml
+    from ..config_loader import flag_overrides, load_config
 
-    section = None
-    if args.config and "agent" in read_yaml(args.config):
-        section = "agent"
-    return load_config(AgentConfig, args.config, flag_overrides(args), section=section)
+    return load_config(AgentConfig, args.config, flag_overrides(args))
 
 
 def _raise_open_files_limit() -> None:

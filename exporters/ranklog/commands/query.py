@@ -16,7 +16,7 @@ _EPILOG = """examples:
   ranklog diagnose --log_dir ./logs --start_time "2025-10-01 08:00:00" --end_time "2025-10-01 12:00:00" \\
       --level ERROR --output error_analysis.csv
   ranklog query --archive /srv/ranklog --since 2h --rank 0-7,12 --regex 'NCCL|CUDA' --limit 50
-  ranklog query --archive https://archive:8600 --token-file token --trace-id 4bf92f35 --format ndjson
+  ranklog query --archive https://archive:8470 --token-file token --trace-id 4bf92f35 --format ndjson
 times without a zone are UTC; --start is inclusive, --end exclusive."""
 
 

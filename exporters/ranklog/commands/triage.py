@@ -15,7 +15,7 @@ from ._source_flags import add_source_flags, open_from_args, read_errors
 _EPILOG = """examples:
   ranklog triage --archive /srv/ranklog --job ppo-qwen7b --since 6h
   ranklog triage --log_dir /tmp/ray/session_latest/logs
-  ranklog triage --archive https://archive:8600 --token-file token --json | jq .verdict"""
+  ranklog triage --archive https://archive:8470 --token-file token --json | jq .verdict"""
 
 
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,68 @@
+"""`ranklog check-config`: the real agent and archive configs, loaded as the services load them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+GOOD = {
+    "agent.yaml": "archive: [http://10.0.0.5:8470]\ntoken_file: /etc/ranklog/agent.token\npreset: [ranklog]\n"
+                  "sources: [{glob: '/var/log/app/*.log', format: text}]\nmetrics_listen: 10.0.0.11:9465\n",
+    "archive.yaml": "root: /var/lib/ranklog-archive\nlisten: 10.0.0.5:8470\ntoken_file: /etc/ranklog/archive.tokens\n"
+                    "retention: {default: 30d, levels: {DEBUG: 7d}}\n",
+}
+
+
+def check(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("RANKLOG_AGENT_", "RANKLOG_ARCHIVE_"))}
+    return subprocess.run([sys.executable, "-m", "ranklog", "check-config", *args], capture_output=True, text=True,
+                          timeout=60, env={**clean, **env})
+
+
+@pytest.mark.parametrize("name", sorted(GOOD))
+def test_good_config_exits_0_naming_its_kind(name, tmp_path):
+    path = tmp_path / name
+    path.write_text(GOOD[name])
+    out = check(str(path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{path}: OK ({name.removesuffix('.yaml')} config)"
+
+
+@pytest.mark.parametrize(("name", "bad", "message"), [
+    ("agent.yaml", "batch_bytes: 4QB\n", "batch_bytes: not a size: '4QB'"),
+    ("agent.yaml", "flush_intervall: 3s\n", "flush_intervall: unknown key"),
+    ("agent.yaml", "preset: [ranklog, slurm]\n", "preset: unknown preset 'slurm'"),
+    ("archive.yaml", "retention: {default: 30d, levels: {NOISE: 1d}}\n", "retention.levels: unknown level 'NOISE'"),
+    ("archive.yaml", "listen: 8470\n", "listen: expected HOST:PORT"),
+])
+def test_bad_key_exits_2_naming_it(name, bad, message, tmp_path):
+    path = tmp_path / name
+    path.write_text(GOOD[name] + bad)
+    out = check(str(path))
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"ranklog check-config: error: {path}: ") and message in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_environment_is_applied_as_the_service_would(tmp_path):
+    path = tmp_path / "archive.yaml"
+    path.write_text(GOOD["archive.yaml"])
+    out = check(str(path), RANKLOG_ARCHIVE_RETENTION__DEFAULT="soon")
+    assert out.returncode == 2 and "environment RANKLOG_ARCHIVE_RETENTION__DEFAULT: retention.default" in out.stderr
+    out = check(str(path), RANKLOG_ARCHIVE_LISTN="127.0.0.1:1")
+    assert out.returncode == 2 and "did you mean RANKLOG_ARCHIVE_LISTEN?" in out.stderr
+    assert check("--ignore-env", str(path), RANKLOG_ARCHIVE_LISTN="x").returncode == 0
+
+
+def test_kind_from_section_keys_or_flag(tmp_path):
+    both = tmp_path / "ranklog.yaml"
+    both.write_text("agent:\n" + "".join(f"  {line}\n" for line in GOOD["agent.yaml"].splitlines()))
+    assert check(str(both)).stdout.endswith("OK (agent config)\n")
+    plain = tmp_path / "service.yml"
+    plain.write_text(GOOD["archive.yaml"])
+    assert check(str(plain)).stdout.endswith("OK (archive config)\n")
+    out = check("--kind", "agent", str(plain))
+    assert out.returncode == 2 and "root: unknown key" in out.stderr
