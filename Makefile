@@ -63,7 +63,7 @@ soak: system venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
-	@if [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; then PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/yamllint -s roles playbooks dashboards && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ansible-lint --profile production roles playbooks; fi
+	@if [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; then PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/yamllint -s galaxy.yml meta roles playbooks dashboards && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ansible-lint --profile production roles playbooks; fi
 
 dashboards: venv
 	$(PY) -m dashboards.generate

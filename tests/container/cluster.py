@@ -4,6 +4,8 @@ Everything is created per run under one name prefix and removed by id in `destro
 containers (systemd as PID 1 with exactly the flags in DESIGN.md; `--privileged` fails here), the
 `--internal` network, and a temp directory holding the SSH key pair, the generated inventory and
 Ansible's control sockets. The controller reaches the containers directly on the bridge address.
+Playbooks run by FQCN (`ranklog.stack.site`) from the collection installed out of its built tarball
+(`collections_path`), never from the source tree.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.container.docker_env import REPO, docker
+from tests.container.docker_env import docker
+from tests.helpers import collection
 
 SYSTEMD_FLAGS = [
     "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined", "--cgroupns=host",
@@ -66,8 +69,9 @@ class PlaybookRun:
 class Cluster:
     """Containers `names` from `image` on a fresh internal network; `destroy()` removes them by id."""
 
-    def __init__(self, run_dir: Path, image: str, names: list[str]) -> None:
+    def __init__(self, run_dir: Path, image: str, names: list[str], collections_path: Path) -> None:
         self.run_dir = run_dir
+        self.collections_path = collections_path
         self.image = image
         self.prefix = f"rl-{secrets.token_hex(3)}"
         self.network_id = ""
@@ -159,6 +163,7 @@ class Cluster:
         return {
             **os.environ,
             "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
+            "ANSIBLE_COLLECTIONS_PATH": str(self.collections_path),
             "ANSIBLE_HOST_KEY_CHECKING": "False",
             "ANSIBLE_PIPELINING": "True",
             "ANSIBLE_FORKS": "8",
@@ -173,9 +178,9 @@ class Cluster:
         }
 
     def playbook(self, playbook: str, *args: str, timeout: float = 1800) -> PlaybookRun:
-        """Run playbooks/<playbook> against the cluster inventory; the output is kept in run_dir."""
-        cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory),
-               str(REPO / "playbooks" / playbook), *args]
+        """Run the installed collection's playbook (`site.yml` → ranklog.stack.site); output kept in run_dir."""
+        fqcn = f"{collection.NAMESPACE}.{collection.NAME}.{Path(playbook).stem}"
+        cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(self.inventory), fqcn, *args]
         log = self.run_dir / f"ansible-{int(time.time() * 1000)}.log"
         timings = log.with_suffix(".timings.json")
         with open(log, "w+") as out:

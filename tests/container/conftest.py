@@ -19,6 +19,7 @@ import pytest
 from tests.container import docker_env
 from tests.container.cluster import Cluster, PlaybookRun
 from tests.container.image_builds import ImageBuild, build_context
+from tests.helpers import collection
 
 TRAINING_NODES = ["node1", "node2", "node3"]
 MONITORING_HOST = "mon1"
@@ -72,6 +73,13 @@ def wheels(run_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def collections_path(run_dir: Path) -> Path:
+    """ranklog.stack built from the working tree and installed from its tarball (what operators get)."""
+    with Timer("collection build + install"):
+        return collection.install(collection.build(run_dir / "collection"), run_dir / "collections")
+
+
+@pytest.fixture(scope="session")
 def grafana_deb() -> str:
     """GRAFANA_DEB=path/to/grafana_*.deb runs the Grafana service checks; empty means provisioning only."""
     path = os.environ.get("GRAFANA_DEB", "")
@@ -81,8 +89,9 @@ def grafana_deb() -> str:
 
 
 @pytest.fixture(scope="session")
-def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str) -> Iterator[Cluster]:
-    cluster = Cluster(run_dir, base_image, [*TRAINING_NODES, MONITORING_HOST])
+def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str,
+            collections_path: Path) -> Iterator[Cluster]:
+    cluster = Cluster(run_dir, base_image, [*TRAINING_NODES, MONITORING_HOST], collections_path)
     try:
         with Timer("containers up (boot + sshd)"):
             cluster.create()

@@ -10,7 +10,7 @@ from tests.deploy.conftest import BIN, REPO
 
 
 def test_yamllint_is_clean(tool_env) -> None:
-    proc = subprocess.run([str(BIN / "yamllint"), "-s", "-f", "parsable", "roles", "playbooks"], cwd=REPO,
+    proc = subprocess.run([str(BIN / "yamllint"), "-s", "-f", "parsable", "galaxy.yml", "meta", "roles", "playbooks"], cwd=REPO,
                           capture_output=True, text=True, env=tool_env, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
