@@ -50,9 +50,12 @@ grid = (
                     targets((rate("ranklog_agent_parse_errors_total", AGENTS, "instance, format"),
                              "parse errors {{instance}} {{format}}"),
                             (rate("ranklog_agent_lost_bytes_total", AGENTS, "instance, reason"),
-                             "lost bytes {{instance}} {{reason}}")),
-                    "short", "Lines kept as text because their format did not parse, and bytes that vanished "
-                             "before shipping (file deleted or truncated) — both should stay at zero."), w=12)
+                             "lost bytes {{instance}} {{reason}}"),
+                            (f"sum by (instance, reason) (ranklog_agent_unreadable_paths{{{AGENTS}}})",
+                             "unreadable paths {{instance}} {{reason}}")),
+                    "short", "Lines kept as text because their format did not parse, bytes that vanished "
+                             "before shipping (file deleted or truncated), and paths the agent cannot read "
+                             "(named in its log) — all should stay at zero."), w=12)
     .row("Errors")
     .add(timeseries("Error rate per node", targets((rate("ranklog_log_records_total", ERRORS, "instance"),
                                                     "{{instance}}")),

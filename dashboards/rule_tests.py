@@ -145,6 +145,21 @@ def _oldest(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return fire, quiet
 
 
+def _unreadable(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    def gauge(reason: str) -> str:
+        return f'ranklog_agent_unreadable_paths{{{_labels(instance=NODE1, job=AGENT_JOB, reason=reason)}}}'
+
+    fire = [Scenario("a 0700 run directory of another user stays unreadable", {
+        gauge("permission"): "0x5 2x30", gauge("missing"): "0x35"}, "30m",
+        [{"instance": NODE1, "job": AGENT_JOB, "reason": "permission"}])]
+    quiet = [
+        Scenario("every path readable", {gauge("permission"): "0x40", gauge("not_a_file"): "0x40"}, "30m"),
+        Scenario("a file unreadable for 3 minutes (fixed by the operator)", {
+            gauge("permission"): "0x20 1x3 0x17"}, "30m"),
+    ]
+    return fire, quiet
+
+
 def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     rejected = "ranklog_archive_rejected_requests_total"
     unauthorized = f'{rejected}{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, reason="unauthorized")}}}'
@@ -185,6 +200,7 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
         "RanklogTrainingStalled": _stalled, "RanklogThroughputDropped": _throughput,
         "RanklogAgentDown": _down(AGENT_JOB, NODE1), "RanklogArchiveDown": _down(ARCHIVE_JOB, ARCHIVE),
         "RanklogShippingBacklogGrowing": _backlog, "RanklogOldestUnshippedTooOld": _oldest,
+        "RanklogAgentUnreadablePaths": _unreadable,
         "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,
         "RanklogRetentionNotRunning": _retention,
     }

@@ -70,6 +70,7 @@ class Thresholds:
     backlog_for: str = "15m"
     oldest_unshipped_max: str = "15m"
     oldest_unshipped_for: str = "5m"
+    unreadable_paths_for: str = "10m"  # a path the agent cannot read for this long (not a passing race)
     rejected_requests: int = 0  # more than this many refused requests within the window
     rejected_window: str = "10m"
     rejected_for: str = "2m"
@@ -247,6 +248,13 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"The oldest log byte on node {{{{ $labels.instance }}}} has waited more than "
               f"{t.oldest_unshipped_max} to be acknowledged by an archive: risk of log loss.",
               "ranklog-agent.rules"),
+        Alert("RanklogAgentUnreadablePaths",
+              f"sum by (instance, job, reason) (ranklog_agent_unreadable_paths{{{agent}}}) > 0",
+              t.unreadable_paths_for, "warning", "agent",
+              "ranklog agent on {{ $labels.instance }} cannot read some log paths ({{ $labels.reason }})",
+              f"The ranklog agent on node {{{{ $labels.instance }}}} has been unable to read log files or "
+              f"directories its sources match for {t.unreadable_paths_for} (reason {{{{ $labels.reason }}}}): "
+              f"their logs are not collected. The agent's log names each path once.", "ranklog-agent.rules"),
         Alert("RanklogArchiveDown", f"up{{{archive}}} == 0", t.archive_down_for, "critical", "archive",
               "ranklog archive {{ $labels.instance }} is down",
               "Prometheus cannot scrape the ranklog archive {{ $labels.instance }}: agents buffer in their "

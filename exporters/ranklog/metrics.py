@@ -53,6 +53,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_agent_oldest_unshipped_seconds", "gauge", "Age of the oldest byte not yet acknowledged."),
     MetricSpec("ranklog_agent_parse_errors_total", "counter", "Lines kept as text records because their format did not parse.", ("format",)),
     MetricSpec("ranklog_agent_files_tracked", "gauge", "Files the agent is currently tailing."),
+    MetricSpec("ranklog_agent_unreadable_paths", "gauge",
+               "Paths matched by a source (or directories that may hold matches) the agent cannot read, by reason "
+               "(permission, missing, not_a_file, error); each is named once in the agent's log.", ("reason",)),
     MetricSpec("ranklog_agent_lost_bytes_total", "counter", "Bytes that vanished before they were shipped (file deleted or truncated).", ("reason",)),
     MetricSpec("ranklog_agent_reading_paused", "gauge", "1 while reading is paused because the archive cannot keep up."),
     MetricSpec("ranklog_agent_ship_seconds", "histogram", "Time from send to acknowledgement of a batch.", buckets=_FLUSH_BUCKETS),

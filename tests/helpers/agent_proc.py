@@ -130,8 +130,10 @@ class AgentHandle:
 @contextmanager
 def running_agent(archive_urls: Sequence[str] | str, token_file: Path | str, state_dir: Path | str,
                   sources: Sequence[str] = (), presets: Sequence[str] = (), metrics_port: int | None = None,
-                  extra_args: Sequence[str] = (), log_path: Path | None = None) -> Iterator[AgentHandle]:
-    """A `ranklog agent` process (SIGTERM on exit, SIGKILL if it hangs)."""
+                  extra_args: Sequence[str] = (), log_path: Path | None = None,
+                  prefix: Sequence[str] = ()) -> Iterator[AgentHandle]:
+    """A `ranklog agent` process (SIGTERM on exit, SIGKILL if it hangs); `prefix` wraps the command
+    (e.g. ``setpriv --reuid …`` to run it as another user)."""
     urls = archive_urls if isinstance(archive_urls, str) else ",".join(archive_urls)
     port = metrics_port or free_port()
     state = Path(state_dir)
@@ -142,7 +144,7 @@ def running_agent(archive_urls: Sequence[str] | str, token_file: Path | str, sta
         args += ["--source", source]
     for preset in presets:
         args += ["--preset", preset]
-    args += list(extra_args)
+    args = [*prefix, *args, *extra_args]
     # Inside the state dir, which the agent never tails, so a broad source glob cannot pick its own log up.
     handle = AgentHandle(args, port, log_path or state / "agent.log")
     handle.start()

@@ -7,10 +7,30 @@ training node writes. Compressed files (``*.gz``, ``*.1.gz``, ``.bz2``, ``.xz``,
 read: on a node they are copies made by logrotate of files the agent already read while they were
 plain; reading them again would only duplicate records (old archives are for ``ranklog query
 --log_dir``). When two sources match the same file, the first source wins.
+
+Nothing is skipped silently. ``glob`` drops a directory it cannot list without a word, so the globs
+are expanded here (:func:`expand`, same pattern language as ``glob.iglob(recursive=True)``) and
+every path that matches, or could hold matches, but cannot be read is recorded with a reason:
+
+- ``permission``: a directory that cannot be listed or searched, or a file that cannot be opened
+  (EACCES/EPERM: a training user's 0700 torchrun dir, umask 077 files, another user's Ray session);
+- ``not_a_file``: a match that is neither a regular file nor a directory (FIFO, socket, device), or
+  a plain-path source that names a directory;
+- ``missing``: a source given as a plain path (no glob characters) that does not exist — a plain
+  path says "this file should be there"; use a glob for files that come and go. A glob's root that
+  does not exist yet (``/tmp/ray`` before Ray ran) is not reported;
+- ``error``: any other OS error (EIO, ELOOP…).
+
+:class:`UnreadablePaths` logs each (path, reason) once per agent lifetime (WARNING, so a path that
+flaps cannot flood the log; at most :data:`MAX_LOGGED` distinct lines) and sets the gauge
+``ranklog_agent_unreadable_paths{reason}`` to the number of paths unreadable in the latest scan
+(no path label: cardinality stays at four series). A path that becomes readable is picked up by the
+next scan like any new file.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import logging
@@ -18,11 +38,156 @@ import os
 import queue
 import stat
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .agent_config import SourceSpec
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
+REASONS = ("permission", "missing", "not_a_file", "error")
+MAX_LOGGED = 4096  # distinct (path, reason) warnings per agent lifetime; the gauge keeps counting past it
+
+log = logging.getLogger("ranklog.agent.discover")
+Report = Callable[[str, str, str], None]  # (path, reason, detail)
+
+
+def reason_of(exc: OSError) -> str:
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission"
+    if exc.errno == errno.ENOENT:
+        return "missing"
+    return "error"
+
+
+def expand(pattern: str, report: Report) -> Iterator[str]:
+    """``glob.iglob(pattern, recursive=True)``, except that what cannot be read is reported, not dropped.
+
+    Hidden names match only a pattern component that starts with a dot, as in glob; ``**`` follows
+    symlinked directories once (a symlink loop ends at the first revisit).
+    """
+    if not glob.has_magic(pattern):
+        try:
+            mode = os.stat(pattern).st_mode
+        except OSError as exc:
+            report(pattern, reason_of(exc), exc.strerror or str(exc))
+            return
+        if stat.S_ISDIR(mode):
+            report(pattern, "not_a_file", "a plain-path source names a directory (add /*.log or **)")
+            return
+        yield pattern
+        return
+    root = os.sep if os.path.isabs(pattern) else os.curdir
+    parts = [part for part in pattern.split(os.sep) if part]
+    yield from _walk(root, parts, report, set())
+
+
+def _scandir(directory: str, report: Report) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # a root that does not exist (yet) holds nothing to read
+    except OSError as exc:
+        report(directory, reason_of(exc), f"cannot list directory: {exc.strerror}")
+        return []
+
+
+def _is_dir(entry: os.DirEntry, report: Report) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError as exc:
+        report(entry.path, reason_of(exc), exc.strerror or str(exc))
+        return False
+
+
+def _first_visit(entry: os.DirEntry, visited: set[tuple[int, int]], report: Report) -> bool:
+    try:
+        st = entry.stat()
+    except OSError as exc:
+        report(entry.path, reason_of(exc), exc.strerror or str(exc))
+        return False
+    key = (st.st_dev, st.st_ino)
+    if key in visited:
+        return False
+    visited.add(key)
+    return True
+
+
+def _join(base: str, name: str) -> str:
+    return name if base == os.curdir else os.path.join(base, name)
+
+
+def _walk(base: str, parts: list[str], report: Report, visited: set[tuple[int, int]]) -> Iterator[str]:
+    if not parts:
+        yield base
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "**":
+        if rest:  # `**` matching zero directories
+            yield from _walk(base, rest, report, visited)
+        for entry in _scandir(base, report):
+            if entry.name.startswith("."):
+                continue
+            child = _join(base, entry.name)
+            if not rest:
+                yield child
+            if _is_dir(entry, report) and _first_visit(entry, visited, report):
+                yield from _walk(child, parts, report, visited)
+        return
+    if not glob.has_magic(head):
+        yield from _walk(_join(base, head), rest, report, visited) if rest else _existing(_join(base, head), report)
+        return
+    hidden_ok = head.startswith(".")
+    for entry in _scandir(base, report):
+        if (entry.name.startswith(".") and not hidden_ok) or not fnmatch.fnmatchcase(entry.name, head):
+            continue
+        if not rest:
+            yield _join(base, entry.name)
+        elif _is_dir(entry, report):
+            yield from _walk(_join(base, entry.name), rest, report, visited)
+
+
+def _existing(path: str, report: Report) -> Iterator[str]:
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        report(path, reason_of(exc), exc.strerror or str(exc))
+        return
+    yield path
+
+
+class UnreadablePaths:
+    """Paths the latest scan could not read: one WARNING per (path, reason), a gauge by reason."""
+
+    def __init__(self, gauge=None) -> None:
+        self._gauge = gauge
+        self._logged: set[tuple[str, str]] = set()
+        self._capped = False
+        self.current: dict[str, str] = {}
+        if gauge is not None:
+            for reason in REASONS:
+                gauge.labels(reason=reason).set(0)
+
+    def publish(self, found: dict[str, tuple[str, str]]) -> None:
+        """`found`: path → (reason, detail) of one whole scan."""
+        for path, (reason, detail) in found.items():
+            if (path, reason) in self._logged:
+                continue
+            if len(self._logged) < MAX_LOGGED:
+                self._logged.add((path, reason))
+                log.warning("cannot read %s (%s: %s): its logs are not collected until it is readable "
+                            "(agent uid %d; counted in ranklog_agent_unreadable_paths)", path, reason, detail,
+                            os.geteuid())
+            elif not self._capped:
+                self._capped = True
+                log.warning("more than %d unreadable paths: further ones are counted in "
+                            "ranklog_agent_unreadable_paths but not logged one by one", MAX_LOGGED)
+        self.current = {path: reason for path, (reason, _) in found.items()}
+        if self._gauge is not None:
+            for reason in REASONS:
+                self._gauge.labels(reason=reason).set(sum(1 for r in self.current.values() if r == reason))
 
 
 def is_compressed(path: str) -> bool:
@@ -34,26 +199,41 @@ class Discovery:
         self.specs = specs
         # The agent's own state dir must never be tailed, even when a glob covers it.
         self._ignore = tuple(os.path.abspath(d) + os.sep for d in ignore_dirs)
+        self.unreadable: dict[str, tuple[str, str]] = {}  # of the latest scan: path → (reason, detail)
 
     def scan(self) -> dict[str, SourceSpec]:
         found: dict[str, SourceSpec] = {}
+        unreadable: dict[str, tuple[str, str]] = {}
+
+        def report(path: str, reason: str, detail: str) -> None:
+            path = os.path.abspath(path)
+            if not self._excluded(path, None):
+                unreadable.setdefault(path, (reason, detail))
+
         for spec in self.specs:
             pattern = os.path.expanduser(os.path.expandvars(spec.glob))
-            for match in glob.iglob(pattern, recursive=True):
+            for match in expand(pattern, report):
                 path = os.path.abspath(match)
                 if path in found or is_compressed(path) or self._excluded(path, spec):
                     continue
                 try:
                     mode = os.stat(path).st_mode
-                except OSError:
+                except OSError as exc:
+                    if exc.errno != errno.ENOENT:  # ENOENT: gone between listing and stat, nothing to read
+                        report(path, reason_of(exc), exc.strerror or str(exc))
                     continue
                 if stat.S_ISREG(mode):
                     found[path] = spec
+                elif not stat.S_ISDIR(mode):
+                    report(path, "not_a_file", f"matched {spec.glob!r} but is not a regular file")
+        self.unreadable = unreadable
         return found
 
-    def _excluded(self, path: str, spec: SourceSpec) -> bool:
-        if self._ignore and path.startswith(self._ignore):
+    def _excluded(self, path: str, spec: SourceSpec | None) -> bool:
+        if self._ignore and (path + os.sep).startswith(self._ignore):
             return True
+        if spec is None:
+            return False
         name = os.path.basename(path)
         return any(fnmatch.fnmatch(name, pat) or fnmatch.fnmatch(path, pat) for pat in spec.exclude)
 
@@ -76,9 +256,10 @@ class DiscoveryThread:
     poll period and hands the descriptor over, so the bytes stay readable whatever happens to the name.
     """
 
-    def __init__(self, discovery: Discovery, interval: float) -> None:
+    def __init__(self, discovery: Discovery, interval: float, unreadable_gauge=None) -> None:
         self.discovery = discovery
         self.interval = interval
+        self.unreadable = UnreadablePaths(unreadable_gauge)
         self.found: dict[str, SourceSpec] = {}
         self._opened: queue.SimpleQueue[Opened] = queue.SimpleQueue()
         self._seen: set[tuple[int, int]] = set()
@@ -87,6 +268,7 @@ class DiscoveryThread:
 
     def scan_once(self) -> dict[str, SourceSpec]:
         found = self.discovery.scan()
+        unreadable = dict(self.discovery.unreadable)
         present: set[tuple[int, int]] = set()
         for path, spec in found.items():
             try:
@@ -99,7 +281,9 @@ class DiscoveryThread:
                 continue
             try:
                 fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except OSError:
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:  # ENOENT: rotated away between stat and open; the next scan sees it
+                    unreadable[path] = (reason_of(exc), f"cannot open: {exc.strerror}")
                 continue
             st = os.fstat(fd)  # the file actually opened (the name may have moved on since the stat)
             key = (st.st_dev, st.st_ino)
@@ -108,6 +292,7 @@ class DiscoveryThread:
             self._opened.put(Opened(path, spec, fd, st))
         self._seen &= present
         self.found = found
+        self.unreadable.publish(unreadable)
         return found
 
     def start(self) -> None:
@@ -132,4 +317,4 @@ class DiscoveryThread:
             try:
                 self.scan_once()
             except Exception:  # a bad glob or an unreadable dir must not stop discovery
-                logging.getLogger("ranklog.agent.discover").exception("discovery scan failed")
+                log.exception("discovery scan failed")

@@ -43,7 +43,8 @@ class Agent:
         self.shipper = Shipper(cfg, self.metrics, self._acks.put, arrow_schema())
         self.store = CheckpointStore(cfg.state_dir)
         self.writer: CheckpointWriter | None = None
-        self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval)
+        self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval,
+                                         self.metrics.agent_unreadable_paths)
         self.tracker = FileTracker(cfg, self.metrics)
         self._turn = 0
 
