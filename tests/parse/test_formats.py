@@ -102,8 +102,10 @@ def test_verl_jsonl_lines():
     data = b'{"step": 1, "data": {"actor/pg_loss": 0.12, "perf/throughput": 1532.1}}\n{"step": 2, "data": {"actor/pg_loss": NaN}}\n'
     first, second = rows(parse_whole(data, make_ctx("verl-jsonl"))[0])
     assert (first["step"], first["msg"], first["level"]) == (1, "step 1", "INFO")
-    assert json.loads(first["attrs"]) == {"metrics": {"actor/pg_loss": 0.12, "perf/throughput": 1532.1}}
-    assert json.loads(second["attrs"]) == {"metrics": {"actor/pg_loss": "nan"}}
+    # verl's lines carry no time: without any in the file, both take the file's (here: unknown) time, marked
+    assert json.loads(first["attrs"]) == {"metrics": {"actor/pg_loss": 0.12, "perf/throughput": 1532.1},
+                                          "ts_inferred": "read"}
+    assert json.loads(second["attrs"]) == {"metrics": {"actor/pg_loss": "nan"}, "ts_inferred": "read"}
 
 
 def test_text_regex_named_groups_fill_fields_and_attrs():
@@ -113,7 +115,9 @@ def test_text_regex_named_groups_fill_fields_and_attrs():
     assert (first["ts"], first["level"], first["rank"], first["msg"]) == (1_796_216_645_000_000_000, "WARNING", 7,
                                                                           "temperature high")
     assert json.loads(first["attrs"]) == {"node": "gpu-3"}
-    assert second["msg"] == "not matching" and second["ts"] == READ_TIME_NS
+    # a line without a time takes the previous line's, marked as inferred
+    assert second["msg"] == "not matching" and second["ts"] == first["ts"]
+    assert json.loads(second["attrs"]) == {"ts_inferred": "previous"}
 
 
 def test_text_default_is_the_whole_line_with_a_guessed_level():

@@ -47,7 +47,7 @@ def test_byte_bound_splits_too():
     table, _ = parse_whole(data, make_ctx("python", options={"multiline_max_bytes": 1000}))
     got = rows(table)
     assert len(got) == 2 and got[1]["msg"].strip() == "y" * 600
-    assert json.loads(got[0]["attrs"]) == {"multiline": "split"}
+    assert json.loads(got[0]["attrs"]) == {"multiline": "split", "ts_inferred": "read"}
 
 
 def test_default_bounds_are_2000_lines():

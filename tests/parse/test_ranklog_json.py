@@ -75,9 +75,10 @@ def test_wrong_types_in_known_fields_go_to_attrs_and_the_rest_survives():
     assert errors == 0
     first, second = rows(table)
     assert first["level"] == "WARNING" and first["msg"] == "12"
-    assert first["ts"] == READ_TIME_NS
+    assert first["ts"] == second["ts"]  # at the head of the file: the next line's time, marked
     assert first["rank"] == 4  # the layout default, since the line's value was not a rank
     attrs = json.loads(first["attrs"])
+    assert attrs["ts_inferred"] == "next"
     assert attrs["ts"] == "yesterday" and attrs["rank"] == "x" and attrs["pid"] == 99999999999 and attrs["step"] == 1.5
     assert second["ts"] == 1_796_216_645_500_000_000 and second["level"] == "ERROR"
     assert json.loads(second["attrs"])["seq"] == 123456789012345678901234567890
@@ -100,7 +101,7 @@ def test_layout_fields_fill_only_what_the_line_lacks_and_extra_layout_fields_go_
     got = rows(parse_whole(data, ctx)[0])
     assert [r["rank"] for r in got] == [2, 7]
     assert [r["job"] for r in got] == ["from-path", "from-path"]
-    assert [json.loads(r["attrs"]) for r in got] == [{"attempt": 3}, {"attempt": 3}]
+    assert [json.loads(r["attrs"]) for r in got] == [{"attempt": 3, "ts_inferred": "read"}] * 2
 
 
 def test_many_lines_with_a_few_bad_ones_keep_order_and_count():

@@ -62,7 +62,7 @@ def test_a_line_without_end_is_cut_at_max_line_bytes():
     result = parse(b"y" * 2500, 0, ctx, final=False, read_time_ns=READ_TIME_NS)
     assert result.consumed == 1000
     (row,) = rows(result.batch)
-    assert row["msg"] == "y" * 1000 and json.loads(row["attrs"]) == {"line_cut": True}
+    assert row["msg"] == "y" * 1000 and json.loads(row["attrs"]) == {"line_cut": True, "ts_inferred": "read"}
     rest = parse(b"y" * 1500 + b"\nz\n", 1000, ctx, final=False, read_time_ns=READ_TIME_NS)
     assert rest.consumed == 1501 and rows(rest.batch)[0]["offset"] == 1000  # a complete line is never cut
 

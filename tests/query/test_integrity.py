@@ -76,3 +76,16 @@ def test_missing_file_head_and_parse_errors(corpus, tmp_path):
     assert windowed["ok"] and not windowed["heads_checked"]
     assert _integrity(tmp_path, "--since", "3650d")[0] == 0
     assert _integrity(tmp_path, "--since", "3650d", "--fail-on-parse-errors")[0] == 1
+
+
+def test_inferred_times_are_counted_per_source(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "train.log").write_text("2026-12-02 13:04:05,000 INFO train: step 1\nprinted line\nanother print\n")
+    (logs / "console.log").write_text("no time here\nnor here\n")
+    proc = subprocess.run(ranklog_cmd("integrity", "--log_dir", str(logs), "--json"),
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    report = json.loads(proc.stdout)
+    assert report["inferred_ts_total"] == 4, report
+    assert {Path(row["source"]).name: row["records"] for row in report["inferred_ts"]} == {"train.log": 2,
+                                                                                         "console.log": 2}

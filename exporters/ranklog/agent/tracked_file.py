@@ -122,6 +122,7 @@ class TrackedFile:
 
     def _parse(self, buffer: bytes, final: bool) -> tuple[Chunk | None, int]:
         self.ctx.source = self.path
+        self.ctx.mtime_ns = os.fstat(self.fd).st_mtime_ns
         result = parse.parse(buffer, self.parse_offset, self.ctx, final=final, read_time_ns=time.time_ns())
         consumed = result.consumed
         self.carry = buffer[consumed:] if consumed < len(buffer) else b""

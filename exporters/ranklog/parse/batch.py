@@ -1,8 +1,8 @@
 """The shared batch builder: parser columns + source context → one schema-conformant RecordBatch.
 
 Every parser hands over whatever columns its format yields (any subset of the record fields, nulls
-where a line had nothing); this module fills the rest the same way for all formats: the read time
-for a missing `ts`, `UNKNOWN` level, the context's host/ip/source/source_id/format, the layout
+where a line had nothing); this module fills the rest the same way for all formats: a missing
+`ts` from the file's nearest timestamped line or its modification time (:mod:`.inferred_time`), `UNKNOWN` level, the context's host/ip/source/source_id/format, the layout
 defaults of `ctx.fields` (job, rank, …) where the line has none, and layout attributes such as the
 torchrun `attempt` merged into `attrs` (the line's own attrs win on a clash).
 """
@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS, arrow_schema
 
 from .ansi import strip_ansi
+from .inferred_time import infer_missing, mark
 from .timestamps import TS_TYPE
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np
         return empty_batch()
     defaults = ctx.fields or {}
     out: dict[str, pa.Array] = {}
+    inferred = None
     for name in FIELDS:
         kind = field_type(name)
         column = columns.get(name)
@@ -64,7 +66,7 @@ def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np
             continue
         column = _typed(column, kind, n)
         if name == "ts":
-            column = pc.fill_null(column, pa.scalar(read_time_ns, pa.int64()).cast(TS_TYPE))
+            column, inferred = infer_missing(column.cast(TS_TYPE), ctx, read_time_ns)
         elif name == "level":
             column = pc.fill_null(column, "UNKNOWN")
         elif name == "msg":
@@ -78,6 +80,8 @@ def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np
         elif defaults.get(name) is not None:
             column = pc.fill_null(column, pa.scalar(defaults[name]).cast(kind))
         out[name] = column
+    if inferred is not None:
+        out["attrs"] = mark(out["attrs"], inferred)
     return pa.RecordBatch.from_arrays([out[name] for name in FIELDS], schema=arrow_schema())
 
 

@@ -24,6 +24,7 @@ class SourceContext:
     fields: dict[str, Any] = field(default_factory=dict)  # layout defaults: job, rank, local_rank, pid, role, + attrs
     state: dict[str, Any] = field(default_factory=dict)  # parser state persisted with the checkpoint (JSON)
     options: dict[str, Any] = field(default_factory=dict)  # mapping, regex, multiline limits, timezone
+    mtime_ns: int | None = None  # the file's modification time: the time of lines in a file without any
 
 
 @dataclass

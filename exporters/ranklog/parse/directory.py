@@ -114,7 +114,8 @@ def _parse_file(file_path: str, detected, read_time_ns: int) -> Iterator[tuple[p
             return
         fields = {k: v for k, v in detected.fields.items() if k != "host"}
         ctx = SourceContext(source=file_path, source_id=source_id, format=detected.format,
-                            host=detected.fields.get("host") or "unknown", ip="unknown", fields=fields)
+                            host=detected.fields.get("host") or "unknown", ip="unknown", fields=fields,
+                            mtime_ns=os.fstat(fd).st_mtime_ns)
         offset, carry = 0, b""
         with os.fdopen(os.dup(fd), "rb") as handle:
             while True:

@@ -15,6 +15,8 @@ What is checked (over the selected records, e.g. ``--since 1h`` from a systemd t
   mid-file), and (b) offsets are unique per source (a repeat means two different records claim one
   position: a file-identity problem). Record loss inside a file shows as a seq gap for ranklog
   files; for plain text files seq does not exist and a hole is undetectable from stored data.
+- **inferred times**: records whose line had no timestamp and took the time of the file's nearest
+  timestamped line or its modification time (``attrs.ts_inferred``), per source; informational.
 - **parse errors**: lines kept as ``text`` records because their format did not parse (``attrs``
   holds ``parse_error``); nothing is lost, so they only fail the check with ``--fail-on-parse-errors``.
 
@@ -64,13 +66,14 @@ ORDER BY host, source
 """
 
 
-def _parse_errors(source: Any, spec: QuerySpec) -> list[dict[str, Any]]:
-    errors_spec = dataclasses.replace(spec, attrs=(*spec.attrs, "parse_error"), order=(), limit=None)
+def _marked(source: Any, spec: QuerySpec, attr: str, count_name: str) -> list[dict[str, Any]]:
+    """Records whose attrs carry `attr`, counted per (host, source, format)."""
+    marked_spec = dataclasses.replace(spec, attrs=(*spec.attrs, attr), order=(), limit=None)
     counts: dict[tuple[str, str, str], int] = {}
-    for batch in engine.scan(source, errors_spec, ["host", "source", "format"]):
+    for batch in engine.scan(source, marked_spec, ["host", "source", "format"]):
         for host, path, fmt in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
             counts[(host, path, fmt)] = counts.get((host, path, fmt), 0) + 1
-    return [{"host": h, "source": s, "format": f, "errors": n} for (h, s, f), n in sorted(counts.items())]
+    return [{"host": h, "source": s, "format": f, count_name: n} for (h, s, f), n in sorted(counts.items())]
 
 
 def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
@@ -88,7 +91,8 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
     offsets = [{"source_id": sid, "source": path, "host": host, "first_offset": first, "duplicate_offsets": dups,
                 "problem": "duplicate offsets" if dups else "file head not archived"}
                for sid, path, host, first, dups in source_rows if dups or (check_heads and first > 0)]
-    parse_errors = _parse_errors(source, spec)
+    parse_errors = _marked(source, spec, "parse_error", "errors")
+    inferred = _marked(source, spec, "ts_inferred", "records")
     return {
         "ok": not gaps and not offsets,
         "records": records, "processes": processes, "sources": sources,
@@ -97,6 +101,7 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
         "offset_problems": offsets[:MAX_LISTED], "offset_problem_count": len(offsets),
         "heads_checked": check_heads,
         "parse_errors": parse_errors, "parse_error_total": sum(p["errors"] for p in parse_errors),
+        "inferred_ts": inferred[:MAX_LISTED], "inferred_ts_total": sum(p["records"] for p in inferred),
     }
 
 
@@ -109,7 +114,8 @@ def render_integrity(report: dict[str, Any], max_rows: int = 50) -> None:
     console.print(f"{verdict}: {report['records']} records, {report['processes']} logger processes, "
                   f"{report['sources']} sources; {report['missing_records']} missing in "
                   f"{report['seq_gap_count']} seq gap(s), {report['offset_problem_count']} offset problem(s), "
-                  f"{report['parse_error_total']} parse error(s), {report['restarts']} process restart(s)")
+                  f"{report['parse_error_total']} parse error(s), {report['restarts']} process restart(s), "
+                  f"{report['inferred_ts_total']} record(s) with an inferred time")
     if report["seq_gaps"]:
         table = Table(title="seq gaps", header_style="bold", title_justify="left")
         for name in ("host", "pid", "rank", "file", "after seq", "next seq", "missing", "between"):

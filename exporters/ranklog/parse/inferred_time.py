@@ -1,0 +1,77 @@
+"""Time for records whose line carries none: the nearest timestamped line of the same file.
+
+A line without a timestamp (a ``print``, a console traceback, torchrun's summary) takes the time of
+the nearest timestamped record before it in the same file — across parse calls too, through
+``ctx.state["ts_last"]`` (persisted with the agent's checkpoint) — or, at the head of the file,
+the first timestamped record after it in the same piece. A file (piece) with no timestamp at all
+takes the file's modification time (``ctx.mtime_ns``), which is when its last line was written.
+The time a line was *read* is never used while the file says anything better; it is the last
+resort only when the modification time is unknown.
+
+Every such record is marked in ``attrs``: ``"ts_inferred": "previous" | "next" | "mtime" |
+"read"``, so ``ranklog integrity`` can count them and a reader can tell a measured time from an
+inferred one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from .contract import SourceContext
+
+STATE_KEY = "ts_last"
+ATTR = "ts_inferred"
+PREVIOUS, NEXT, MTIME, READ = "previous", "next", "mtime", "read"
+
+
+def infer_missing(ts: pa.Array, ctx: SourceContext, read_time_ns: int) -> tuple[pa.Array, pa.Array | None]:
+    """(`ts` with its nulls filled, the ``ts_inferred`` reason per row or None when nothing was missing).
+
+    `ts` is a timestamp array in file order; updates ``ctx.state[STATE_KEY]`` to the file's last
+    measured time.
+    """
+    n = len(ts)
+    valid = ~np.asarray(ts.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    values = ts.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    previous = ctx.state.get(STATE_KEY)
+    if valid.any():
+        ctx.state[STATE_KEY] = int(values[np.flatnonzero(valid)[-1]])
+    if valid.all():
+        return ts, None
+    idx = np.arange(n)
+    last_valid = np.maximum.accumulate(np.where(valid, idx, -1))
+    filled = values.copy()
+    reason = np.full(n, None, dtype=object)
+    has_prev = (~valid) & (last_valid >= 0)
+    filled[has_prev] = values[last_valid[has_prev]]
+    reason[has_prev] = PREVIOUS
+    head = (~valid) & (last_valid < 0)
+    if head.any():
+        if previous is not None:
+            filled[head], reason[head] = int(previous), PREVIOUS
+        elif valid.any():
+            filled[head], reason[head] = int(values[np.flatnonzero(valid)[0]]), NEXT
+        elif getattr(ctx, "mtime_ns", None):
+            filled[head], reason[head] = int(ctx.mtime_ns), MTIME
+        else:
+            filled[head], reason[head] = read_time_ns, READ
+    return pa.array(filled, pa.int64()).cast(ts.type), pa.array(reason, pa.string())
+
+
+def mark(attrs: pa.Array, reasons: pa.Array) -> pa.Array:
+    """attrs JSON with ``"ts_inferred": reason`` added where `reasons` is not null."""
+    marked = pc.is_valid(reasons)
+    key = pc.binary_join_element_wise(f'"{ATTR}":"', reasons, '"', "")
+    alone = pc.binary_join_element_wise("{", key, "}", "")
+    body = pc.utf8_slice_codeunits(attrs, 1)  # the existing object without its "{"
+    joined = pc.binary_join_element_wise(pc.binary_join_element_wise("{", key, ",", ""), body, "")
+    empty = pc.or_kleene(pc.is_null(attrs), pc.equal(pc.utf8_trim_whitespace(attrs), "{}"))
+    is_object = pc.starts_with(pc.fill_null(attrs, ""), "{")
+    wrapped = pc.if_else(pc.fill_null(empty, True), alone,
+                         pc.if_else(is_object, joined, alone))
+    return pc.if_else(marked, wrapped, attrs)
