@@ -39,6 +39,7 @@ $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel setuptools
 	$(PY) -m pip install -q -e '.[all]'
+	$(PY) -m pip install -q --no-deps verl==0.9.1  # the scenario library's verl loggers; deps: the verl extra
 	rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(VENV_STAMP)

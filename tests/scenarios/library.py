@@ -12,6 +12,10 @@ def finish(scenario_dir: Path, *, doc: str, commands: list[str], tools: tuple[st
     """Write truth.json (what the generator injected) and README.md (how the output was made)."""
     if "failure" not in truth:
         raise ValueError("truth needs 'failure' (true/false)")
+    decisive = truth.get("decisive")
+    if decisive and not any(decisive in p.read_text(errors="replace")
+                            for p in (scenario_dir / "out").rglob("*") if p.is_file()):
+        raise RuntimeError(f"the run did not go as planned: {decisive!r} is in no output file")
     (scenario_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
     versions = ", ".join(f"{name} {_version(name)}" for name in tools)
     body = [f"# {scenario_dir.name}", "", doc.strip(), "", "## How it was made", "",
