@@ -26,6 +26,9 @@ _PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
 
 # Where query keeps its per-day derived indexes, relative to the archive root.
 INDEX_ROOT = "_ranklog_index"
+# Per-hour ownership record of compaction/retention, in the hour's directory (archive.leases). Its
+# `commits` name replacements: once a commit's `output` file exists, its `inputs` are superseded.
+LEASE_NAME = "_ranklog_lease.json"
 # Compaction puts the rows of these levels first, in row groups of their own (archive.parquet_writer).
 SEVERE_LEVELS: tuple[str, ...] = tuple(levels_at_least("ERROR"))
 # Footer key-value metadata of a file written by compaction (value b"1").
@@ -61,3 +64,17 @@ def index_path(root: str, kind: str, date: str) -> str:
 def index_glob(root: str, day_dir: str) -> str:
     """A glob of every derived index of one day (`day_dir` is the partition's `date=YYYY-MM-DD`)."""
     return os.path.join(root, INDEX_ROOT, "*", f"{day_dir}.parquet")
+
+
+def superseded(lease: dict, present: set[str]) -> set[str]:
+    """File names of one hour that readers must ignore: the inputs of every committed replacement
+    (compaction or a retention rewrite) whose output is already in `present` (the hour's listing).
+
+    A replacement writes its output under a hidden name, commits it in the hour's lease, makes the
+    output visible, then deletes the inputs; between the last two steps both exist, and this is what
+    keeps a reader (query, the archive's own listing) from counting the rows twice."""
+    hidden: set[str] = set()
+    for commit in lease.get("commits") or ():
+        if isinstance(commit, dict) and commit.get("output") in present:
+            hidden.update(name for name in commit.get("inputs") or () if isinstance(name, str))
+    return hidden

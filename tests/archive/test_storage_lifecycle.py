@@ -15,7 +15,9 @@ import pytest
 
 from ranklog.archive import journal
 from ranklog.archive.compaction import compact, plan
+from ranklog.archive.leases import LocalLeaseStore
 from ranklog.archive.parquet_writer import SORT_KEYS, is_compacted, write_parquet
+from ranklog.archive.replacement import HourOwner
 from ranklog.archive.storage import Storage, temp_name, write_atomic
 from ranklog.archive_layout import HOUR_NS, SEVERE_LEVELS
 from ranklog.query import engine
@@ -70,7 +72,6 @@ def test_closed_hours_are_compacted_into_one_sorted_file(start_archive):
     assert order == sorted(order, key=row_sort_key)
     assert by_key(read_archive(archive.root)).equals(by_key(table))
     assert metric(archive, "ranklog_archive_compactions_total") == 1
-    assert not (archive.root / "_ranklog" / "t1" / journal.REPLACE_JOURNAL).exists()
     time.sleep(1.0)  # five more compaction passes: the small compacted file is left alone
     assert _hour_files(archive.root) == files and metric(archive, "ranklog_archive_compactions_total") == 1
 
@@ -88,14 +89,15 @@ def test_a_lone_flush_file_is_compacted_once(tmp_path, target):
     storage.rename(temp_name(flushed), flushed)
     now, state = PAST_NS / 1e9 + 3 * 3600, tmp_path / "state"
     state.mkdir()
-    assert compact(storage, str(state), now, delay=600, target=target) == 1
+    owner = HourOwner(storage, LocalLeaseStore(storage.base), 60.0, str(state))
+    assert compact(storage, owner, now, delay=600, target=target) == 1
     [stored] = storage.list_files(own_only=True)
     assert stored.path != flushed and is_compacted(storage, stored.path)
     merged = pq.read_table(stored.path)
     order = merged.select(list(SORT_KEYS)).to_pylist()
     assert order == sorted(order, key=row_sort_key)
     assert by_key(merged).equals(by_key(table))
-    assert compact(storage, str(state), now, delay=600, target=target) == 0
+    assert compact(storage, owner, now, delay=600, target=target) == 0
     assert [f.path for f in storage.list_files(own_only=True)] == [stored.path]
 
 
@@ -122,9 +124,9 @@ def test_kill_9_during_compaction_loses_and_duplicates_nothing(start_archive):
     quiet = ("--archive-id", "t1", "--compaction-delay", "100d")
     compacting = ("--archive-id", "t1", "--compaction-delay", "0s", "--compaction-interval", "100ms")
     # Kill while the merged file is being written (uncommitted: rolled back), then right after the
-    # journal commit (rolled forward), then at a random moment.
-    triggers = [lambda: bool(list(archive.root.glob("date=*/hour=*/.t1-*.parquet.tmp"))),
-                lambda: (state / journal.REPLACE_JOURNAL).exists(),
+    # commit in the hour's lease (rolled forward), then at a random moment.
+    triggers = [lambda: bool(list(archive.root.glob("date=*/hour=*/.replace.t1-*.parquet.tmp"))),
+                lambda: _pending_commit(archive.root),
                 lambda: time.sleep(random.Random(5).uniform(0, 1.5)) or True]
     caught = []
     for trigger in triggers:
@@ -138,7 +140,9 @@ def test_kill_9_during_compaction_loses_and_duplicates_nothing(start_archive):
         assert stored.num_rows == table.num_rows
         assert by_key(stored).equals(by_key(table))
         assert not list(archive.root.glob("date=*/hour=*/.*.tmp"))
-        assert not (state / journal.REPLACE_JOURNAL).exists()
+        assert not _pending_commit(archive.root)
+        held = state / "held_hours.json"
+        assert not held.exists() or not json.loads(held.read_text())
     assert caught[0], "never saw the compaction output being written"
     # Finally let it finish: one file per hour, same rows.
     archive.stop()
@@ -149,6 +153,18 @@ def test_kill_9_during_compaction_loses_and_duplicates_nothing(start_archive):
         time.sleep(0.1)
     assert len(_hour_files(archive.root)) == 1
     assert by_key(read_archive(archive.root)).equals(by_key(table))
+
+
+def _pending_commit(root) -> bool:
+    """A replacement committed in an hour's lease but not finished yet."""
+    for path in root.glob("date=*/hour=*/_ranklog_lease.json"):
+        try:
+            commits = json.loads(path.read_text()).get("commits", [])
+        except ValueError:
+            continue
+        if any(not commit["done"] for commit in commits):
+            return True
+    return False
 
 
 def _small_table(rows: list[tuple[int, str, int]]) -> pa.Table:

@@ -40,7 +40,9 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.ipc as ipc  # noqa: E402
 
 from ranklog.archive.compaction import compact  # noqa: E402
+from ranklog.archive.leases import LocalLeaseStore  # noqa: E402
 from ranklog.archive.parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet  # noqa: E402
+from ranklog.archive.replacement import HourOwner  # noqa: E402
 from ranklog.archive.storage import Storage  # noqa: E402
 from tests.helpers.archive_proc import arrow_body, running_archive  # noqa: E402
 from tests.helpers.corpus import generate, write_jsonl  # noqa: E402
@@ -162,8 +164,8 @@ def ingest_run(posts: list[bytes], warm_up: list[bytes], rows: int, workdir: Pat
     if compacted:
         storage = Storage(str(root), "bench")
         cpu_start = time.process_time()
-        compact(storage, str(root / "_ranklog" / storage.archive_id), now=time.time() + 10 * 86400, delay=0,
-                target=128 * 1000**2)
+        owner = HourOwner(storage, LocalLeaseStore(storage.base), 600.0, str(root / "_ranklog" / storage.archive_id))
+        compact(storage, owner, now=time.time() + 10 * 86400, delay=0, target=128 * 1000**2)
         compaction_cpu = (time.process_time() - cpu_start) / rows * 1e6
         compacted_bytes = sum(p.stat().st_size for p in root.glob("date=*/hour=*/*.parquet"))
     shutil.rmtree(root)

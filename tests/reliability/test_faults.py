@@ -311,9 +311,17 @@ def test_three_archives_six_agents_one_archive_killed(tmp_path, token_file, reco
 
 
 def _compaction_in_flight(root: Path, hour_dirs: list[Path]) -> bool:
-    """A merged file is being written (a .tmp in an old hour) or its journal is committed."""
-    return any(p.name.endswith(".parquet.tmp") for d in hour_dirs for p in d.iterdir()) or \
-        any(root.rglob("replace.json"))
+    """A merged file is being written (a .tmp in an old hour) or the archive holds an hour's lease
+    (reading, merging or committing; archive.leases)."""
+    for directory in hour_dirs:
+        if any(p.name.endswith(".parquet.tmp") for p in directory.iterdir()):
+            return True
+        try:
+            if json.loads((directory / "_ranklog_lease.json").read_text()).get("expires", 0) > 0:
+                return True
+        except (FileNotFoundError, ValueError):
+            continue
+    return False
 
 
 def test_archive_killed_during_compaction(tmp_path, token_file, record_row):
@@ -349,7 +357,7 @@ def test_archive_killed_during_compaction(tmp_path, token_file, record_row):
         recovery = time.monotonic() - restarted
     record_row(Row("archive SIGKILL during compaction", f"{files_before} small Parquet files of closed hours "
                    f"({tally_before.archived:,} records); the archive SIGKILLed while merging them "
-                   f"({'caught a temp file or committed journal' if caught else 'no merge in flight was seen'}), "
+                   f"({'caught a held hour lease or a temp file' if caught else 'no merge in flight was seen'}), "
                    "then restarted", "writer seq vs archive rows; file count drops after restart",
                    tally.written, tally.archived, tally.lost, tally.duplicated, recovery,
                    f"{files_before} → {files_after} files; recovery = restart → merge done"))

@@ -1,4 +1,4 @@
-"""Compaction: once an hour has closed, merge this instance's small files into few large ones.
+"""Compaction: once an hour has closed, merge its small files into few large ones.
 
 An hour is closed `compaction_delay` after it ends (late records from a lagging agent still land
 as small files afterwards; the next pass merges them too). Candidates are every flush file of a
@@ -7,16 +7,18 @@ greedily so that each output stays near `compaction_target_size`, re-sorted (wri
 written with a higher zstd level. Flush files are unsorted zstd-1, about 1.6× the compacted size, so
 even a group of one flush file (an hour one large flush covered, or a leftover after grouping) is
 rewritten; compaction outputs carry a footer mark (writer.is_compacted) so they are never rewritten
-alone. Only files of at least half the target size have their footer read to tell them apart. Each merge is one journal
-transaction (see journal.py): write + fsync the output, commit, rename, delete the inputs — a
-crash at any point leaves either the inputs or the output visible, never both, never neither.
-Only files named with this instance's archive id are touched, so instances can share a root.
+alone. Only files of at least half the target size have their footer read to tell them apart.
+
+Archives sharing a root (a directory or one bucket) merge each other's files: an hour is compacted
+by whichever archive holds its lease (archive.leases), and each merge is one commit of
+archive.replacement — a crash or a takeover at any point leaves the rows visible exactly once.
+Hours whose listing shows a commit left half done (inputs superseded but not deleted) are taken up
+whatever their age, so a dead owner's work is finished by the next pass of any archive.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -24,16 +26,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..record import arrow_schema
-from . import journal
 from .parquet_writer import (
     COMPACTION_PAGE_BYTES,
     COMPACTION_ROW_GROUP_ROWS,
     COMPACTION_ZSTD_LEVEL,
     is_compacted,
     sort_records,
-    write_parquet,
 )
-from .storage import Storage, StoredFile, temp_name
+from .replacement import HourOwner, replace
+from .storage import Storage, StoredFile
 
 log = logging.getLogger("ranklog.archive.compaction")
 # Paths of compaction outputs already seen: an output never changes and its name is never reused, so
@@ -44,11 +45,6 @@ _KNOWN_COMPACTED: set[str] = set()
 def read_file(storage: Storage, path: str) -> pa.Table:
     with storage.fs.open_input_file(path) as source:
         return pq.read_table(source).cast(arrow_schema())
-
-
-def row_count(storage: Storage, path: str) -> int:
-    with storage.fs.open_input_file(path) as source:
-        return pq.ParquetFile(source).metadata.num_rows
 
 
 def plan(files: list[StoredFile], now: float, delay: float, target: int,
@@ -74,24 +70,20 @@ def plan(files: list[StoredFile], now: float, delay: float, target: int,
     return [group for group in groups if group]
 
 
-def merge(storage: Storage, state_dir: str, group: list[StoredFile]) -> str:
+COMPACTION_OPTIONS = {"zstd_level": COMPACTION_ZSTD_LEVEL, "row_group_rows": COMPACTION_ROW_GROUP_ROWS,
+                      "page_bytes": COMPACTION_PAGE_BYTES, "compacted": True}
+
+
+def merge(storage: Storage, lease, group: list[StoredFile]) -> str:
     """Replace `group` (one hour) by one sorted file; returns the new file's path."""
     table = sort_records(pa.concat_tables([read_file(storage, stored.path) for stored in group]))
-    final = storage.new_file_path(int(group[0].hour_start // 3600))
-    temp = temp_name(final)
-    write_parquet(storage, table, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS, COMPACTION_PAGE_BYTES,
-                  compacted=True)
-    if row_count(storage, temp) != table.num_rows:
-        storage.delete(temp)
-        raise OSError(f"compaction output {temp} lost rows; inputs kept")
-    journal_path = os.path.join(state_dir, journal.REPLACE_JOURNAL)
-    journal.commit(storage, journal_path, [(temp, final)], inputs=[stored.path for stored in group])
-    journal.finish(journal_path)
-    return final
+    output = replace(storage, lease, int(group[0].hour_start // 3600), group, table, COMPACTION_OPTIONS)
+    assert output is not None
+    return output
 
 
-def compact(storage: Storage, state_dir: str, now: float, delay: float, target: int, metrics=None) -> int:
-    """One compaction pass; returns the number of merges done."""
+def compact(storage: Storage, owner: HourOwner, now: float, delay: float, target: int, metrics=None) -> int:
+    """One compaction pass over every archive's files; returns the number of merges this archive did."""
     merges = 0
 
     def compacted(path: str) -> bool:
@@ -102,12 +94,24 @@ def compact(storage: Storage, state_dir: str, now: float, delay: float, target: 
             return True
         return False
 
-    for group in plan(storage.list_files(own_only=True), now, delay, target, compacted):
-        if len(group) == 1 and compacted(group[0].path):
-            continue
-        output = merge(storage, state_dir, group)
-        merges += 1
-        if metrics is not None:
-            metrics.archive_compactions.inc()
-        log.info("compacted %d file(s) (%d bytes) into %s", len(group), sum(f.size for f in group), output)
+    def work_on(hour: int):
+        def work(lease) -> None:
+            nonlocal merges
+            # Planned again under the lease: another archive may have compacted the hour meanwhile.
+            for group in plan(storage.list_files(own_only=False, hour_index=hour), now, delay, target, compacted):
+                if len(group) == 1 and compacted(group[0].path):
+                    continue
+                output = merge(storage, lease, group)
+                merges += 1
+                if metrics is not None:
+                    metrics.archive_compactions.inc()
+                log.info("compacted %d file(s) (%d bytes) into %s", len(group), sum(f.size for f in group), output)
+        return work
+
+    unfinished: set[int] = set()
+    files = storage.list_files(own_only=False, unfinished=unfinished)
+    hours = {int(group[0].hour_start // 3600) for group in plan(files, now, delay, target, compacted)
+             if len(group) > 1 or not compacted(group[0].path)}
+    for hour in sorted(hours | unfinished):
+        owner.run(hour, work_on(hour))
     return merges

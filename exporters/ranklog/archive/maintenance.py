@@ -2,7 +2,8 @@
 
 Retention runs at start and every `retention.interval`; compaction every `compaction_interval`;
 the storage scan (bytes/files stored, oldest partition, free disk) every 10 s. One thread does all
-three, so compaction and retention never rewrite the same file concurrently. A failing pass is
+three, so compaction and retention never rewrite the same file concurrently; between archives sharing a
+root the hour's lease (archive.leases) does the same. A failing pass is
 logged and retried at the next period; it never stops ingest.
 """
 
@@ -14,6 +15,8 @@ import time
 
 from .archive_config import ArchiveConfig
 from .compaction import compact
+from .leases import LeaseStore
+from .replacement import HourOwner
 from .retention import apply_retention
 from .scheduling import lower_current_thread
 from .storage import Clock, DiskProbe, Storage
@@ -24,9 +27,10 @@ SCAN_INTERVAL = 10.0
 
 class Maintenance:
     def __init__(self, config: ArchiveConfig, storage: Storage, state_dir: str, metrics, clock: Clock,
-                 disk: DiskProbe) -> None:
+                 disk: DiskProbe, leases: LeaseStore) -> None:
         self.config, self.storage, self.state_dir = config, storage, state_dir
         self.metrics, self.clock, self.disk = metrics, clock, disk
+        self.owner = HourOwner(storage, leases, config.s3.lease_ttl, state_dir, metrics)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next = {"retention": 0.0, "compaction": 0.0, "scan": 0.0}
@@ -61,11 +65,11 @@ class Maintenance:
                 log.exception("%s pass failed; retrying next period", name)
 
     def retention(self) -> None:
-        apply_retention(self.storage, self.state_dir, self.config.retention, self.clock.now(), self.metrics)
+        apply_retention(self.storage, self.owner, self.config.retention, self.clock.now(), self.metrics)
         self.scan()
 
     def compaction(self) -> None:
-        compact(self.storage, self.state_dir, self.clock.now(), self.config.compaction_delay,
+        compact(self.storage, self.owner, self.clock.now(), self.config.compaction_delay,
                 self.config.compaction_target_size, self.metrics)
 
     def scan(self) -> None:

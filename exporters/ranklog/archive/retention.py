@@ -4,7 +4,8 @@ Whole files go when their hour is past the longest retention; a file of an hour 
 levels expired (e.g. DEBUG after 3 d) is rewritten without the expired rows through the same
 journal transaction as compaction (or deleted when nothing remains). Row age is judged by `ts`, so
 a file is never kept or dropped on its hour alone when levels differ. Only this instance's files are
-touched (instances sharing a root each run their own retention, with the same config).
+touched by the archive holding the hour's lease (archive.leases; archives sharing a root must share
+the retention config), each rewrite being one commit of archive.replacement.
 Query indexes (``_ranklog_index``, ranklog.query.day_index) copy records, so a day whose files
 retention touched loses its index files too; the next query that needs the day rebuilds them from
 what is left. Expired records therefore never outlive their retention in an index.
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import glob
 import logging
-import os
 
 import numpy as np
 import pyarrow as pa
@@ -25,13 +25,15 @@ import pyarrow.parquet as pq
 
 from ..archive_layout import index_glob, partition_dir
 from ..record import LEVELS
-from . import journal
 from .archive_config import RetentionConfig
 from .compaction import read_file
-from .parquet_writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL, write_parquet
-from .storage import Storage, StoredFile, temp_name
+from .parquet_writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL
+from .replacement import HourOwner, replace
+from .storage import Storage, StoredFile
 
 log = logging.getLogger("ranklog.archive.retention")
+RETENTION_OPTIONS = {"zstd_level": COMPACTION_ZSTD_LEVEL, "row_group_rows": COMPACTION_ROW_GROUP_ROWS,
+                     "page_bytes": COMPACTION_PAGE_BYTES}
 
 
 def _may_hold(storage: Storage, stored: StoredFile, levels: list[str]) -> bool:
@@ -65,40 +67,51 @@ def _expired_mask(storage: Storage, stored: StoredFile, policy: RetentionConfig,
     return expired, levels
 
 
-def apply_retention(storage: Storage, state_dir: str, policy: RetentionConfig, now: float, metrics=None) -> int:
-    """One retention pass; returns the number of files deleted or rewritten."""
-    shortest = min([policy.default, *policy.levels.values()])
+def _due(storage: Storage, stored: StoredFile, policy: RetentionConfig, now: float) -> bool:
+    """Whether `stored` may hold expired rows (footer statistics only, no rows read)."""
+    if stored.hour_start >= now - min([policy.default, *policy.levels.values()]):
+        return False  # nothing in this hour can have expired yet
+    if stored.hour_start + 3600 <= now - policy.longest():
+        return True
+    candidates = [name for name in LEVELS if now - policy.keep_for(name) > stored.hour_start]
+    return bool(candidates) and _may_hold(storage, stored, candidates)
+
+
+def _expire(storage: Storage, lease, stored: StoredFile, policy: RetentionConfig, now: float, metrics) -> bool:
+    """Drop the expired rows of one file (under its hour's lease); True when the file changed."""
+    hour = int(stored.hour_start // 3600)
+    if stored.hour_start + 3600 <= now - policy.longest():
+        expired, levels = np.ones(1, dtype=bool), {"all"}
+    else:
+        expired, levels = _expired_mask(storage, stored, policy, now)
+    if not expired.any():
+        return False
+    if expired.all():
+        storage.delete(stored.path)
+    else:
+        kept = read_file(storage, stored.path).filter(pa.array(~expired))
+        replace(storage, lease, hour, [stored], kept, RETENTION_OPTIONS)
+    _count(metrics, levels)
+    log.info("retention: %s lost %s expired row(s) of level(s) %s", stored.name,
+             "all" if "all" in levels else int(expired.sum()), ",".join(sorted(levels)))
+    return True
+
+
+def apply_retention(storage: Storage, owner: HourOwner, policy: RetentionConfig, now: float, metrics=None) -> int:
+    """One retention pass over every archive's files; returns the number of files this archive
+    deleted or rewritten."""
     changed = 0
     touched_days: set[str] = set()
-    for stored in storage.list_files(own_only=True):
-        hour_end = stored.hour_start + 3600
-        if stored.hour_start >= now - shortest:
-            continue  # nothing in this hour can have expired yet
-        if hour_end <= now - policy.longest():
-            touched_days.add(_day(stored))
-            storage.delete(stored.path)
-            _count(metrics, {"all"})
-            changed += 1
-            continue
-        expired, levels = _expired_mask(storage, stored, policy, now)
-        if not expired.any():
-            continue
-        touched_days.add(_day(stored))
-        if expired.all():
-            storage.delete(stored.path)
-        else:
-            kept = read_file(storage, stored.path).filter(pa.array(~expired))
-            final = storage.new_file_path(int(stored.hour_start // 3600))
-            temp = temp_name(final)
-            write_parquet(storage, kept, temp, COMPACTION_ZSTD_LEVEL, COMPACTION_ROW_GROUP_ROWS,
-                          COMPACTION_PAGE_BYTES)
-            journal_path = os.path.join(state_dir, journal.REPLACE_JOURNAL)
-            journal.commit(storage, journal_path, [(temp, final)], inputs=[stored.path])
-            journal.finish(journal_path)
-        _count(metrics, levels)
-        changed += 1
-        log.info("retention: %s lost %d expired row(s) of level(s) %s", stored.name, int(expired.sum()),
-                 ",".join(sorted(levels)))
+    hours = sorted({int(f.hour_start // 3600) for f in storage.list_files(own_only=False)
+                    if _due(storage, f, policy, now)})
+    for hour in hours:
+        def work(lease, hour: int = hour) -> None:
+            nonlocal changed
+            for stored in storage.list_files(own_only=False, hour_index=hour):
+                if _expire(storage, lease, stored, policy, now, metrics):
+                    changed += 1
+                    touched_days.add(_day(stored))
+        owner.run(hour, work)
     _drop_day_indexes(storage, touched_days)
     storage.remove_empty_partitions()
     if metrics is not None:

@@ -23,6 +23,7 @@ from ..metrics import create
 from .app import ArchiveState, create_app
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
+from .leases import lease_store
 from .maintenance import Maintenance
 from .pipeline import Pipeline
 from .storage import Clock, DiskProbe, Storage
@@ -61,12 +62,14 @@ def run(config: ArchiveConfig) -> int:
     metrics = create("archive")
     disk = DiskProbe(storage.local_base, config.free_space_file)
     pipeline = Pipeline(config, storage, state_dir, metrics)
-    maintenance = Maintenance(config, storage, state_dir, metrics, Clock(config.clock_file), disk)
+    maintenance = Maintenance(config, storage, state_dir, metrics, Clock(config.clock_file), disk,
+                              lease_store(storage, config.root, config.s3.settings()))
     state = ArchiveState(config, storage, pipeline, tokens, metrics, disk)
 
     def recover() -> None:
         try:
             pipeline.recover()
+            maintenance.owner.recover()
         except Exception as exc:
             log.exception("recovery failed")
             pipeline.failure = f"recovery failed: {exc}"

@@ -15,6 +15,7 @@ do not match them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from ..archive_layout import partition_dir, partition_start
+from ..archive_layout import LEASE_NAME, partition_dir, partition_start, superseded
 from ..object_store import S3Settings, is_uri, open_root
 
 
@@ -42,6 +43,16 @@ class StoredFile:
 def temp_name(final_path: str) -> str:
     directory, _, name = final_path.rpartition("/")
     return f"{directory}/.{name}.tmp"
+
+
+COMPACTION_TEMP_PREFIX = ".replace."
+
+
+def compaction_temp(final_path: str) -> str:
+    """Hidden name of a compaction/retention output until its commit: distinct from flush temps, which
+    belong to the archive that writes them (the hour's owner may drop uncommitted ones of its hour)."""
+    directory, _, name = final_path.rpartition("/")
+    return f"{directory}/{COMPACTION_TEMP_PREFIX}{name}.tmp"
 
 
 class Storage:
@@ -74,25 +85,60 @@ class Storage:
         return bool(self._own_temp.match(name))
 
     # --- listing -------------------------------------------------------------------------------
-    def list_files(self, own_only: bool = True) -> list[StoredFile]:
-        """Parquet files in hive partitions (this instance's, or everyone's)."""
-        selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
-        out = []
+    def list_files(self, own_only: bool = True, hour_index: int | None = None,
+                   unfinished: set[int] | None = None) -> list[StoredFile]:
+        """Parquet files in hive partitions (this instance's, or everyone's; one hour, or all), without
+        the inputs of replacements already committed in an hour's lease (archive_layout.superseded);
+        hours where such inputs are still present are added to `unfinished`."""
+        base = self.base if hour_index is None else f"{self.base}/{partition_dir(hour_index)}"
+        selector = pafs.FileSelector(base, recursive=True, allow_not_found=True)
+        by_dir: dict[str, list[pafs.FileInfo]] = {}
+        leases: set[str] = set()
         for info in self.fs.get_file_info(selector):
-            if info.type != pafs.FileType.File or not info.path.endswith(".parquet"):
+            if info.type != pafs.FileType.File:
                 continue
             directory, _, name = info.path.rpartition("/")
-            if name.startswith((".", "_")) or (own_only and not self.is_own(name)):
-                continue
+            if name == LEASE_NAME:
+                leases.add(directory)
+            elif name.endswith(".parquet") and not name.startswith((".", "_")):
+                by_dir.setdefault(directory, []).append(info)
+        out = []
+        for directory, infos in by_dir.items():
             start = partition_start(directory)
-            if start is not None:
-                out.append(StoredFile(info.path, info.size or 0, start))
+            if start is None:
+                continue
+            hidden = self._superseded(directory, infos) if directory in leases and len(infos) > 1 else set()
+            hidden &= {info.base_name for info in infos}
+            if hidden and unfinished is not None:
+                unfinished.add(int(start // 3600))
+            out.extend(StoredFile(info.path, info.size or 0, start) for info in infos
+                       if info.base_name not in hidden and (not own_only or self.is_own(info.base_name)))
         return sorted(out, key=lambda f: (f.hour_start, f.name))
+
+    def _superseded(self, directory: str, infos: list[pafs.FileInfo]) -> set[str]:
+        try:
+            with self.fs.open_input_stream(f"{directory}/{LEASE_NAME}") as stream:
+                lease = json.loads(stream.read())
+        except (FileNotFoundError, ValueError):
+            return set()
+        return superseded(lease if isinstance(lease, dict) else {}, {info.base_name for info in infos})
+
+    def list_compaction_temps(self, hour_index: int) -> list[str]:
+        """Hidden outputs of replacements in one hour (compaction_temp names), committed or not."""
+        selector = pafs.FileSelector(f"{self.base}/{partition_dir(hour_index)}", allow_not_found=True)
+        return [info.path for info in self.fs.get_file_info(selector)
+                if info.type == pafs.FileType.File and info.base_name.startswith(COMPACTION_TEMP_PREFIX)]
 
     def list_own_temps(self) -> list[str]:
         selector = pafs.FileSelector(self.base, recursive=True, allow_not_found=True)
         return [info.path for info in self.fs.get_file_info(selector)
                 if info.type == pafs.FileType.File and self.is_own_temp(info.path.rpartition("/")[2])]
+
+    def row_count(self, path: str) -> int:
+        import pyarrow.parquet as pq
+
+        with self.fs.open_input_file(path) as source:
+            return pq.ParquetFile(source).metadata.num_rows
 
     def exists(self, path: str) -> bool:
         return self.fs.get_file_info(path).type == pafs.FileType.File

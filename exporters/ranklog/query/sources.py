@@ -12,12 +12,13 @@ directories, that can hold records of the range are listed.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..archive_layout import DATE_DIR, DAY_NS, HOUR_DIR, HOUR_NS, hour_start_ns
+from ..archive_layout import DATE_DIR, DAY_NS, HOUR_DIR, HOUR_NS, LEASE_NAME, hour_start_ns, superseded
 from ..errors import UserError
 
 if TYPE_CHECKING:
@@ -164,14 +165,26 @@ class ArchiveSource:
                 begin = day_start + hour * HOUR_NS
                 if (end_ns is not None and begin >= end_ns) or (start_ns is not None and begin + HOUR_NS <= start_ns):
                     continue
-                files.extend(
-                    DataFile(entry.path, date, hour, entry.size or 0)
-                    for entry in self._list(hour_dir.path)
-                    if entry.type == pafs.FileType.File and entry.base_name.endswith(".parquet")
-                    and _visible(entry.base_name)
-                )
+                entries = self._list(hour_dir.path)
+                hour_files = [entry for entry in entries if entry.type == pafs.FileType.File
+                              and entry.base_name.endswith(".parquet") and _visible(entry.base_name)]
+                hidden = self._superseded(hour_dir.path, entries, hour_files)
+                files.extend(DataFile(entry.path, date, hour, entry.size or 0) for entry in hour_files
+                             if entry.base_name not in hidden)
         files.sort(key=lambda f: (f.date, f.hour, f.path))
         return files
+
+    def _superseded(self, directory: str, entries: list[Any], hour_files: list[Any]) -> set[str]:
+        """Inputs of a compaction the hour's lease says is committed (archive_layout.superseded): read
+        only when the hour has a lease and more than one file, i.e. while a replacement is finishing."""
+        if len(hour_files) < 2 or not any(entry.base_name == LEASE_NAME for entry in entries):
+            return set()
+        try:
+            with self.filesystem.open_input_stream(f"{directory}/{LEASE_NAME}") as stream:
+                lease = json.loads(stream.read())
+        except (FileNotFoundError, ValueError):
+            return set()
+        return superseded(lease if isinstance(lease, dict) else {}, {entry.base_name for entry in hour_files})
 
     def describe(self) -> str:
         return f"archive {self.label}"
