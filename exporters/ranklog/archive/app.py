@@ -24,11 +24,13 @@ from starlette.routing import Route
 
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
-from .ingest import IngestError, content_type_code, encoding_code
+from .ingest import IngestError, encoding_code
 from .loki.routes import LokiAPI
 from .openapi import openapi_document
 from .pipeline import Pipeline
 from .query_api import QueryEndpoint
+from .shippers.dispatch import INGEST, LOKI_PUSH, OTLP_LOGS
+from .shippers.endpoints import answer, request_code, stored_body
 from .storage import DiskProbe, Storage
 from .wal import WalFailure
 
@@ -68,6 +70,18 @@ def authorize(request: Request) -> JSONResponse | None:
 
 
 async def ingest(request: Request) -> Response:
+    return await _ingest(request, INGEST)
+
+
+async def otlp_logs(request: Request) -> Response:
+    return await _ingest(request, OTLP_LOGS)
+
+
+async def loki_push(request: Request) -> Response:
+    return await _ingest(request, LOKI_PUSH)
+
+
+async def _ingest(request: Request, endpoint: str) -> Response:
     state: ArchiveState = request.app.state.archive
     config = state.config
     if not state.ready or state.pipeline.failure:
@@ -77,7 +91,7 @@ async def ingest(request: Request) -> Response:
     if denied is not None:
         return denied
     try:
-        content_type = content_type_code(request.headers.get("content-type"))
+        content_type = request_code(endpoint, request.headers)
         encoding = encoding_code(request.headers.get("content-encoding"))
     except IngestError as exc:
         return _reject(state, exc.reason, exc.status, str(exc))
@@ -101,7 +115,7 @@ async def ingest(request: Request) -> Response:
             if size > config.max_body_size:
                 return _reject(state, "too_large", 413, f"body exceeds max_body_size ({config.max_body_size})")
             chunks.append(chunk)
-        body = b"".join(chunks)
+        body = stored_body(content_type, request.headers, b"".join(chunks))
         try:
             result = await anyio.to_thread.run_sync(state.pipeline.ingest, body, content_type, encoding)
         except IngestError as exc:
@@ -113,7 +127,7 @@ async def ingest(request: Request) -> Response:
     state.metrics.archive_ingested_records.inc(result.accepted)
     state.metrics.archive_duplicate_records.inc(result.duplicates)
     state.metrics.archive_ingested_bytes.inc(len(body))
-    return JSONResponse({"accepted": result.accepted, "duplicates": result.duplicates})
+    return answer(endpoint, content_type, result.accepted, result.duplicates)
 
 
 async def healthz(request: Request) -> Response:
@@ -145,7 +159,9 @@ async def openapi(request: Request) -> Response:
 def routes() -> list[Route]:
     """Every endpoint of the archive. Add a route here to extend the service."""
     return [
-        Route("/v1/ingest", ingest, methods=["POST"]),
+        Route(INGEST, ingest, methods=["POST"]),
+        Route(OTLP_LOGS, otlp_logs, methods=["POST"]),
+        Route(LOKI_PUSH, loki_push, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .ingest import BODY_KEY_PREFIX
+from .ingest import BODY_KEY_PREFIXES
 
 
 class _Ranges:
@@ -110,7 +110,7 @@ class DedupIndex:
         settled_before = now - settle_seconds
         for name in list(self._sources):
             ranges = self._sources[name]
-            ttl = body_ttl_seconds if name.startswith(BODY_KEY_PREFIX) else ttl_seconds
+            ttl = body_ttl_seconds if name.startswith(BODY_KEY_PREFIXES) else ttl_seconds
             if len(ranges.lo) == 0 or ranges.touched.max() < now - ttl:
                 del self._sources[name]
                 continue

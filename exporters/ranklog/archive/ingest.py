@@ -49,7 +49,12 @@ CONTENT_TYPES = {ARROW_STREAM: 1, NDJSON: 2}
 _NDJSON_ALIASES = ("application/jsonl", "application/json-lines", "application/jsonlines", "application/json")
 ENCODINGS = {"identity": 0, "gzip": 1, "zstd": 2}
 BODY_KEY_PREFIX = "ndjson-body:"
-_ALIASES = {"msg": ("message", "log"), "ts": ("timestamp", "time", "@timestamp"), "level": ("severity",)}
+# Keys derived from a request body (or its Idempotency-Key), forgotten after dedup_body_window:
+# NDJSON's and the shipper endpoints' (shippers/batch.py).
+SHIPPER_KEY_PREFIX = "body:"
+BODY_KEY_PREFIXES = (BODY_KEY_PREFIX, SHIPPER_KEY_PREFIX)
+_ALIASES = {"msg": ("message", "log"), "ts": ("timestamp", "time", "@timestamp", "date"), "level": ("severity",),
+            "host": ("hostname",)}
 
 
 class IngestError(Exception):

@@ -30,9 +30,9 @@ import pyarrow.ipc as ipc
 from . import journal
 from .archive_config import ArchiveConfig
 from .dedup import DedupIndex
-from .ingest import decode
 from .parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
 from .scheduling import lower_current_thread
+from .shippers.dispatch import decode_body as decode
 from .storage import Storage, temp_name, write_atomic
 from .wal import Wal, WalFailure
 
