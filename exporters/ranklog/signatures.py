@@ -52,6 +52,10 @@ SIGNATURES: tuple[Signature, ...] = (
               r"killed due to memory pressure \(OOM\)", priority=85),
     Signature("nan_metric", "non-finite loss/gradients",
               r"\b(?:[\w/]*loss|[\w/]*grad_norm)[:=]\s*(?:nan|NaN|-?inf)\b", priority=80),
+    # A worker killed by SIGKILL (the kernel OOM killer, a scheduler's hard kill): it leaves no line of
+    # its own, only the launcher's report (torchrun's failure summary / "failed (exitcode: -9)").
+    Signature("process_sigkilled", "killed (SIGKILL)",
+              r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|failed \(exitcode: -9\)", priority=70),
     Signature("launcher_child_failed", "uncaught exception",
               r"ChildFailedError|failed \(exitcode: -?\d+\) local_rank: \d+", consequence=True, priority=20),
 )
@@ -60,7 +64,7 @@ _COMPILED = tuple((sig, re.compile(sig.pattern, re.MULTILINE)) for sig in SIGNAT
 BY_NAME: dict[str, Signature] = {sig.name: sig for sig in SIGNATURES}
 CATEGORIES: tuple[str, ...] = (
     "CUDA OOM", "CUDA error", "NCCL error", "NCCL/collective timeout", "Ray actor death", "host OOM kill",
-    "non-finite loss/gradients", "uncaught exception", "hang/silence", "unknown",
+    "non-finite loss/gradients", "killed (SIGKILL)", "uncaught exception", "hang/silence", "unknown",
 )
 
 
