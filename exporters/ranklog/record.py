@@ -80,7 +80,7 @@ def parse_ts(value: object) -> int | None:
         # Magnitude tells the unit: seconds, milliseconds, microseconds or nanoseconds since the epoch.
         magnitude = abs(value)
         scale = 10**9 if magnitude < 1e11 else 10**6 if magnitude < 1e14 else 10**3 if magnitude < 1e17 else 1
-        if magnitude * scale >= 9.2e18:
+        if not magnitude * scale < 9.2e18:  # also NaN
             return None
         return value * scale if isinstance(value, int) else round(value * scale)
     text = str(value).strip()

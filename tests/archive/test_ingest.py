@@ -65,14 +65,25 @@ def test_schema_violations_are_400_naming_the_column(start_archive, small_corpus
     wrong = small_corpus.slice(0, 5).set_column(FIELDS.index("offset"), "offset", pa.array(["x"] * 5))
     answer = post(archive, arrow_body(wrong))
     assert answer.status_code == 400 and "offset" in answer.json()["error"]
-    nulls = small_corpus.slice(0, 5).set_column(FIELDS.index("host"), "host", pa.nulls(5, pa.string()))
-    answer = post(archive, arrow_body(nulls))
-    assert answer.status_code == 400 and "host" in answer.json()["error"]
     answer = post(archive, b"definitely not arrow")
     assert answer.status_code == 400 and answer.json()["error"]
     answer = post(archive, b"{}", content_type="text/csv")
     assert answer.status_code == 415
     assert read_archive(archive.root).num_rows == 0
+
+
+def test_unusable_values_keep_their_records(start_archive, small_corpus):
+    """Issue 20: values never refuse a batch; nulls in a required column take its default."""
+    archive = start_archive("--flush-interval", "200ms")
+    nulls = small_corpus.slice(0, 5).set_column(FIELDS.index("host"), "host", pa.nulls(5, pa.string()))
+    assert post(archive, arrow_body(nulls)).json() == {"accepted": 5, "duplicates": 0}
+    far = small_corpus.slice(5, 3).set_column(FIELDS.index("ts"), "ts", pa.array([0, 32_485_190_400, None], pa.timestamp("s")))
+    assert post(archive, arrow_body(far)).json() == {"accepted": 3, "duplicates": 0, "repaired": 1}
+    stored = wait_rows(archive.root, 8)
+    assert stored["host"].to_pylist().count("unknown") == 5
+    attrs = [json.loads(a) for a in stored["attrs"].to_pylist() if a and "parse_error" in a]
+    assert [(a["ts"], a["parse_error"], a["ts_inferred"]) for a in attrs] == [
+        ("2999-06-01T00:00:00Z", "unusable value in: ts", True)]
 
 
 def test_gzip_and_zstd_content_encoding(start_archive, small_corpus):
@@ -100,9 +111,9 @@ def test_ndjson_mapping_and_derived_keys(start_archive):
         {"log": "plain line from fluent-bit", "kubernetes": {"pod": "p-1"}},
     ]
     body = ("\n".join(json.dumps(line) for line in lines) + "\n").encode()
-    assert post(archive, body, content_type=NDJSON).json() == {"accepted": 3, "duplicates": 0}
+    assert post(archive, body, content_type=NDJSON).json() == {"accepted": 3, "duplicates": 0, "repaired": 1}
     # A shipper retrying the same batch: all duplicates (keyed line by its key, others by body hash).
-    assert post(archive, body, content_type=NDJSON).json() == {"accepted": 0, "duplicates": 3}
+    assert post(archive, body, content_type=NDJSON).json() == {"accepted": 0, "duplicates": 3, "repaired": 1}
     # The keyed line inside another batch is still a duplicate; the new line is not.
     again = (json.dumps(lines[0]) + "\n" + json.dumps({"msg": "new"}) + "\n").encode()
     assert post(archive, again, content_type=NDJSON + "; charset=utf-8").json() == {"accepted": 1, "duplicates": 1}
@@ -113,12 +124,15 @@ def test_ndjson_mapping_and_derived_keys(start_archive):
     assert first["level"] == "WARNING" and first["rank"] == 3 and first["source_id"] == "fid-a"
     assert json.loads(first["attrs"]) == {"gpu": 7}
     second = rows["boom"]
-    assert second["level"] == "ERROR" and second["rank"] is None and json.loads(second["attrs"]) == {"rank": "x"}
+    assert second["level"] == "ERROR" and second["rank"] is None and json.loads(second["attrs"]) == {
+        "rank": "x", "parse_error": "unusable value in: rank"}
     assert abs(second["ts"].timestamp() - (PAST_NS / 1e9 + 2.25)) < 1e-5
     assert second["source_id"].startswith("ndjson-body:") and second["offset"] == 1
     third = rows["plain line from fluent-bit"]
     assert third["host"] == "unknown" and third["format"] == "json" and third["level"] == "UNKNOWN"
-    assert json.loads(third["attrs"]) == {"kubernetes": {"pod": "p-1"}}
+    # no time: the nearest earlier record of its source (the body) gives one, marked
+    assert json.loads(third["attrs"]) == {"kubernetes": {"pod": "p-1"}, "ts_inferred": True}
+    assert third["ts"] == second["ts"]
     assert post(archive, b'{"msg": 1}\n[1,2]\n', content_type=NDJSON).status_code == 400
     assert post(archive, b'{"msg": "x"\n', content_type=NDJSON).status_code == 400
     assert pc.sum(pc.equal(stored["msg"], "new")).as_py() == 1

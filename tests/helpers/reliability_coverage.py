@@ -7,7 +7,9 @@ a file of N non-blank lines the check is:
 - every non-blank line either starts a record, or is a continuation whose text (decoded the way the
   parsers decode: UTF-8 with replacement, ANSI escapes removed) appears in the ``msg`` or ``exc`` of
   the record before it (multi-line grouping of the text formats);
-- a line kept as a ``text`` record because its format did not parse carries the whole line as ``msg``.
+- a line kept as a ``text`` record because its format did not parse carries the whole line as ``msg``;
+  a parsed record with values its fields cannot hold names them in ``parse_error`` and keeps each
+  in ``attrs`` under the field's name.
 
 So a skipped line, a line shifted to a wrong offset, or a record that kept only part of its line
 shows up as a named failure, not as a count that happens to match.
@@ -75,7 +77,11 @@ def check(data: bytes, records: pa.Table, max_problems: int = 10) -> Coverage:
         if "parse_error" in attrs:
             parse_errors += 1
             raw = by_start.get(row["offset"])
-            if raw is not None and row["msg"] != decoded(raw):
+            if row["format"] != "text":  # parsed, with values its fields cannot hold: each kept in attrs
+                named = str(attrs["parse_error"]).removeprefix("unusable value in: ").split(", ")
+                if not str(attrs["parse_error"]).startswith("unusable value in: ") or any(n not in attrs for n in named):
+                    problems.append(f"offset {row['offset']}: {attrs['parse_error']!r} without the values in attrs")
+            elif raw is not None and row["msg"] != decoded(raw):
                 problems.append(f"offset {row['offset']}: text record keeps {len(row['msg'])} of "
                                 f"{len(decoded(raw))} characters of its line")
     continuation = 0

@@ -72,7 +72,7 @@ def test_wrong_types_in_known_fields_go_to_attrs_and_the_rest_survives():
         b'{"ts": 1796216645.5, "level": 40, "msg": "epoch seconds", "seq": 123456789012345678901234567890}',
     ]) + b"\n"
     table, errors = parse_whole(data, make_ctx("ranklog", fields={"rank": 4}))
-    assert errors == 0
+    assert errors == 2  # both records kept, each counted once as a parse error (issue 20)
     first, second = rows(table)
     assert first["level"] == "WARNING" and first["msg"] == "12"
     assert first["ts"] == second["ts"]  # at the head of the file: the next line's time, marked
@@ -80,6 +80,7 @@ def test_wrong_types_in_known_fields_go_to_attrs_and_the_rest_survives():
     attrs = json.loads(first["attrs"])
     assert attrs["ts_inferred"] == "next"
     assert attrs["ts"] == "yesterday" and attrs["rank"] == "x" and attrs["pid"] == 99999999999 and attrs["step"] == 1.5
+    assert attrs["parse_error"] == "unusable value in: pid, rank, step, ts"
     assert second["ts"] == 1_796_216_645_500_000_000 and second["level"] == "ERROR"
     assert json.loads(second["attrs"])["seq"] == 123456789012345678901234567890
 

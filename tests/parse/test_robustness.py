@@ -78,7 +78,9 @@ def test_deep_nesting_and_huge_numbers(fmt):
     table, errors = parse_whole(data, make_ctx(fmt))
     got = rows(table)
     assert len(got) == len(lines)
-    assert errors == 2  # the two 20,000-level documents exceed Python's recursion limit: kept as text
+    # the two 20,000-level documents exceed Python's recursion limit (kept as text); "step": 1e300 is
+    # no int64 (kept in attrs, noted as a parse error)
+    assert errors == 3
     by_msg = {r["msg"]: r for r in got}
     if fmt != "verl-jsonl":
         assert "medium" in by_msg and "huge" in by_msg

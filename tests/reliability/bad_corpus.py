@@ -75,6 +75,26 @@ def _deep_nesting() -> bytes:
     return _wrap("deep_nesting", lines)
 
 
+def _extreme_values() -> bytes:
+    """Issue 20's crash line among 99 good ones, then known fields at extreme and wrong values.
+
+    The good lines carry whole-second times, so pyarrow's reader infers ``timestamp[s]`` for the
+    block, and year 2999 does not fit nanoseconds: the line that once killed the agent for good.
+    """
+    good = [json.dumps({"ts": f"2026-12-02T13:{n // 60:02d}:{n % 60:02d}Z", "level": "INFO",
+                        "msg": f"extreme_values good line {n}"}).encode() for n in range(99)]
+    crash = json.dumps({"ts": "2999-06-01T00:00:00Z", "level": "ERROR", "msg": "year 2999"}).encode()
+    extremes = [{"ts": ts, "level": "INFO", "msg": f"ts {ts!r}"} for ts in (
+        "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "10000-01-01T00:00:00Z", "1500-01-01 00:00:00",
+        "2026-13-45T25:61:61Z", 1_796_220_000, 1_796_220_000_123, 1_796_220_000_123_456, 1_796_220_000_123_456_789,
+        -1, -62_135_596_800, 2**63, 2**70, 1e300, -1e300, {"nested": {"ts": 1}}, [1, 2], "")]
+    extremes += [{"ts": "2026-12-02T13:04:05Z", "msg": "ints", "rank": 2**31, "pid": -(2**40), "step": 2**64,
+                  "seq": 1e19, "local_rank": "NaN"}]
+    bad = [crash] + [json.dumps(obj).encode() for obj in extremes]
+    bad += [b'{"ts": NaN, "msg": "NaN time", "step": Infinity}', b'{"ts": -Infinity, "msg": "minus infinity"}']
+    return b"\n".join(good[:50] + bad[:1] + good[50:]) + b"\n" + _wrap("extreme_values", bad[1:])
+
+
 def _binary(seed: int = 1234, size: int = 2 * 1024 * 1024) -> bytes:
     return random.Random(seed).randbytes(size)
 
@@ -113,6 +133,9 @@ ITEMS: tuple[Item, ...] = (
          _checked_in("huge_numbers")),
     Item("wrong_types", "known fields with the wrong JSON type (rank \"zero\", msg an object, ts a bool, …)",
          _checked_in("wrong_types")),
+    Item("extreme_values", "issue 20's crash line (ts year 2999 among 99 whole-second lines), then ts from year 1 "
+         "to 10000, epoch s/ms/µs/ns, negatives, 2^63+, ±1e300, NaN/±Infinity, objects; ints past int32/int64",
+         _extreme_values),
     Item("ansi", "ANSI colour/cursor escapes, raw ESC in JSON strings (invalid JSON) and escaped (valid)",
          _checked_in("ansi")),
     Item("binary", "2 MiB of random bytes in a file a broad glob matches (dump.bin)", _binary, "dump.bin"),

@@ -126,8 +126,9 @@ async def _ingest(request: Request, endpoint: str) -> Response:
         state.inflight -= 1
     state.metrics.archive_ingested_records.inc(result.accepted)
     state.metrics.archive_duplicate_records.inc(result.duplicates)
+    state.metrics.archive_repaired_records.inc(result.repaired)
     state.metrics.archive_ingested_bytes.inc(len(body))
-    return answer(endpoint, content_type, result.accepted, result.duplicates)
+    return answer(endpoint, content_type, result.accepted, result.duplicates, result.repaired)
 
 
 async def healthz(request: Request) -> Response:

@@ -10,8 +10,8 @@ timestamps are taken as UTC; levels are normalized (`warn` → `WARNING`).
 NDJSON (`application/x-ndjson`): each line a JSON object mapped with ``record.normalize_row``;
 unknown fields go to `attrs`. Common shipper spellings are understood when the canonical key is
 absent: `message`/`log` → msg, `timestamp`/`time`/`@timestamp` → ts, `severity` → level. Missing
-required fields get defaults (ts: receive time, host: "unknown", ip: "", source: "ndjson", format:
-"json"). Idempotency key: a line with `offset` (and `source_id`, else `source`) keeps its own key;
+required fields get defaults (host: "unknown", ip: "", source: "ndjson", format: "json"); a record
+without a usable time takes one by DESIGN's inference rule, marked (:mod:`.ingest_values`). Idempotency key: a line with `offset` (and `source_id`, else `source`) keeps its own key;
 a line without one gets source_id ``ndjson-body:<sha256 of the decoded body, 32 hex>`` and its line
 number (0-based, blank lines counted) as offset — so a shipper retrying the same batch is
 deduplicated, while the same line inside a different batch is a new record. Such body keys are
@@ -41,6 +41,7 @@ import pyarrow as pa
 from ..conform import SchemaMismatch
 from ..conform import conform as conform_table
 from ..record import FIELDS, REQUIRED, arrow_schema, normalize_row
+from .ingest_values import pop_repaired, repair_arrow, repair_rows, with_repaired
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 NDJSON = "application/x-ndjson"
@@ -111,10 +112,17 @@ def decompress(body: bytes, encoding: int, limit: int) -> bytes:
 
 
 def decode(body: bytes, content_type: int, encoding: int, received_ns: int, limit: int) -> pa.Table:
-    """The record table a request body carries (schema: ``record.arrow_schema()``)."""
+    """The record table a request body carries (schema: ``record.arrow_schema()``).
+
+    Values never refuse a body (:mod:`.ingest_values`); the number of records whose values were
+    repaired rides in the schema metadata until :func:`.ingest_values.pop_repaired` takes it.
+    """
     data = decompress(body, encoding, limit)
     if content_type == CONTENT_TYPES[ARROW_STREAM]:
-        return conform(read_arrow_stream(data))
+        table = read_arrow_stream(data)
+        repaired = repair_arrow(table, received_ns)
+        _, count = pop_repaired(repaired)
+        return with_repaired(conform(repaired), count)
     return decode_ndjson(data, received_ns)
 
 
@@ -164,8 +172,8 @@ def decode_ndjson(data: bytes, received_ns: int) -> pa.Table:
 
 def _decode_ndjson(data: bytes, received_ns: int) -> pa.Table:
     body_key = BODY_KEY_PREFIX + hashlib.sha256(data).hexdigest()[:32]
-    defaults = {"ts": received_ns, "host": "unknown", "ip": "", "source": "ndjson", "format": "json"}
-    rows = []
+    defaults = {"host": "unknown", "ip": "", "source": "ndjson", "format": "json"}
+    rows, objs = [], []
     for number, line in enumerate(data.split(b"\n")):
         if not line.strip():
             continue
@@ -182,12 +190,15 @@ def _decode_ndjson(data: bytes, received_ns: int) -> pa.Table:
             given = {k: obj.pop(k) for k in ("source_id", "offset") if k in obj}
             obj["attrs"] = {**_attrs_of(obj), **{f"given_{k}": v for k, v in given.items()}} or None
             obj["source_id"], obj["offset"] = body_key, number
-        row = normalize_row(obj, defaults)
+        rows.append(normalize_row(obj, defaults))
+        objs.append(obj)
+    repaired = repair_rows(rows, objs, received_ns)
+    for row in rows:
         for name in REQUIRED:
             if row.get(name) is None:
                 row[name] = defaults.get(name, "")
-        rows.append(row)
-    return pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in FIELDS}, schema=arrow_schema())
+    table = pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in FIELDS}, schema=arrow_schema())
+    return with_repaired(table, repaired)
 
 
 def _attrs_of(obj: dict[str, Any]) -> dict[str, Any]:

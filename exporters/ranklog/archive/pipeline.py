@@ -30,6 +30,7 @@ import pyarrow.ipc as ipc
 from . import journal
 from .archive_config import ArchiveConfig
 from .dedup import DedupIndex
+from .ingest_values import pop_repaired
 from .parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
 from .scheduling import lower_current_thread
 from .shippers.dispatch import decode_body as decode
@@ -45,6 +46,7 @@ class IngestResult:
     accepted: int
     duplicates: int
     wal_seq: int
+    repaired: int = 0  # records kept with unusable values moved to attrs (ingest_values)
 
 
 @dataclass
@@ -92,8 +94,8 @@ class Pipeline:
         for entry in self.wal.replay():
             if entry.seq <= self.snapshot_seq:
                 continue
-            table = decode(entry.body, entry.content_type, entry.encoding, entry.received_ns,
-                           self.config.max_decoded_size)
+            table, _ = pop_repaired(decode(entry.body, entry.content_type, entry.encoding, entry.received_ns,
+                                           self.config.max_decoded_size))
             keep = self.dedup.apply(table, entry.received_ns / 1e9)
             if entry.seq > self.flushed_seq:
                 self._add_pending(entry.seq, table.filter(keep) if not keep.all() else table, len(entry.body))
@@ -115,7 +117,7 @@ class Pipeline:
         if self.failure:
             raise WalFailure(self.failure)
         received_ns = time.time_ns()
-        table = decode(body, content_type, encoding, received_ns, self.config.max_decoded_size)
+        table, repaired = pop_repaired(decode(body, content_type, encoding, received_ns, self.config.max_decoded_size))
         try:
             with self._lock:
                 keep = self.dedup.apply(table, received_ns / 1e9)
@@ -131,7 +133,7 @@ class Pipeline:
             raise
         if self._pending.rows >= self.config.flush_rows:
             self._wake.set()
-        return IngestResult(accepted, table.num_rows - accepted, target)
+        return IngestResult(accepted, table.num_rows - accepted, target, repaired)
 
     def _add_pending(self, seq: int, table: pa.Table, wal_bytes: int) -> None:
         self._pending.items.append((seq, table))

@@ -25,7 +25,7 @@ from ranklog.record import INT32_FIELDS, INT64_FIELDS, normalize_row
 from .ansi import strip_ansi_text
 from .batch import build_batch, concat
 from .contract import ParseResult
-from .jsontext import join_members, json_member
+from .jsontext import join_members, json_member, note_unusable
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, blank_mask, split_lines
 from .timestamps import TS_TYPE, strings_to_timestamps, to_timestamps
@@ -151,7 +151,10 @@ class _BlockReader:
             if not (pa.types.is_string(kind) or pa.types.is_timestamp(kind) or pa.types.is_integer(kind)
                     or pa.types.is_floating(kind)):
                 raise _Fallback
-            converted = to_timestamps(column, self.tz)
+            try:
+                converted = to_timestamps(column, self.tz)
+            except pa.ArrowInvalid as exc:  # a date the ts type cannot hold (year 2999 as timestamp[s])
+                raise _Fallback from exc
             if converted.null_count > column.null_count:  # a value that is not a time: keep it in attrs
                 raise _Fallback
             return converted
@@ -263,6 +266,11 @@ class _BlockReader:
             attrs = json.dumps({**(json.loads(attrs) if attrs else {}), **rejected}, ensure_ascii=False,
                                separators=(",", ":"), default=str)
         row = normalize_row({**fields, "attrs": attrs})
+        lost = sorted({*(name for name in fields if fields[name] is not None and row.get(name) is None),
+                       *(name for name, key in self._winners(obj).items() if key in rejected)})
+        if lost:  # a known field whose value it cannot hold: kept in attrs, noted, counted
+            row["attrs"] = note_unusable(row["attrs"], lost)
+            self.errors += 1
         if "level" not in fields:
             row["level"] = None
         return row

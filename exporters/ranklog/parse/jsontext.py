@@ -60,6 +60,58 @@ def join_members(pieces: list[pa.Array], n: int) -> pa.Array:
                       pc.binary_join_element_wise(_OPEN, joined, _CLOSE, empty))
 
 
+PARSE_ERROR_KEY = "parse_error"
+UNUSABLE_NOTE = "unusable value in: "  # attrs.parse_error of a record kept with a field it could not use
+
+
+def unusable_members(raw: dict[str, pa.Array], converted: dict[str, pa.Array]) -> list[pa.Array]:
+    """attrs members for values a line carried that its field cannot hold (a time that is not one or
+    out of range, an integer beyond its type): the text as written under the field's name, and
+    ``parse_error`` naming the fields. Empty when every value converted."""
+    lost = {name: pc.and_(raw[name].is_valid(), converted[name].is_null())
+            for name in converted if name in raw and converted[name].null_count > raw[name].null_count}
+    if not lost:
+        return []
+    pieces = [_exact_member(name, pc.if_else(mask, raw[name].cast(pa.string()), _NULL)) for name, mask in lost.items()]
+    empty = pa.scalar("", pa.string())
+    names = [pc.if_else(mask, pa.scalar(name + ", ", pa.string()), empty) for name, mask in lost.items()]
+    listed = pc.utf8_rtrim(pc.binary_join_element_wise(*names, empty), characters=", ")
+    note = pc.if_else(pc.equal(listed, empty), _NULL, pc.binary_join_element_wise(UNUSABLE_NOTE, listed, empty))
+    pieces.append(json_member(PARSE_ERROR_KEY, note))
+    return [p if p is not None else pa.nulls(len(note), pa.string()) for p in pieces]
+
+
+def _exact_member(name: str, column: pa.Array) -> pa.Array:
+    """json_member, with the rows it leaves to Python (text that needs escaping) rendered here."""
+    piece = json_member(name, column)
+    missing = pc.and_(column.is_valid(), piece.is_null())
+    if not pc.any(missing).as_py():
+        return piece
+    key = json.dumps(name, ensure_ascii=False) + ":"
+    rendered = [None if text is None else key + json.dumps(text, ensure_ascii=False) for text in column.to_pylist()]
+    return pc.if_else(missing, pa.array(rendered, pa.string()), piece)
+
+
+def note_unusable(attrs: str | None, names: list[str]) -> str:
+    """One row's attrs JSON with the parse_error note for `names` added (Python-path twin of
+    :func:`unusable_members`; the values themselves are already in attrs)."""
+    try:
+        own = json.loads(attrs) if attrs else {}
+    except ValueError:
+        own = {"attrs": attrs}
+    if not isinstance(own, dict):
+        own = {"attrs": own}
+    own[PARSE_ERROR_KEY] = UNUSABLE_NOTE + ", ".join(names)
+    return json.dumps(own, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def count_unusable(attrs: pa.Array | None) -> int:
+    """Records whose attrs carry an :func:`unusable_members` note (the parse-error count)."""
+    if attrs is None or attrs.null_count == len(attrs):
+        return 0
+    return int(pc.sum(pc.match_substring(attrs, f'"{PARSE_ERROR_KEY}":"{UNUSABLE_NOTE}')).as_py() or 0)
+
+
 _COMMA = pa.scalar(",", pa.string())
 _QUOTE = pa.scalar('"', pa.string())
 _POINT_ZERO = pa.scalar(".0", pa.string())

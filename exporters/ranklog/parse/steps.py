@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE
+
 STEP_PATTERN = r"^step:\d+ - \S+?:"
 
 
@@ -65,7 +67,9 @@ def extract_steps(msg: pa.Array, step: pa.Array | None, attrs: pa.Array | None) 
         if parsed is None:
             continue
         number, extra = parsed
-        if steps[i] is None:
+        if not -(2**63) <= number < 2**63:  # a step beyond int64: kept as text, noted
+            extra = {**extra, "step": str(number), PARSE_ERROR_KEY: UNUSABLE_NOTE + "step"}
+        elif steps[i] is None:
             steps[i] = number
         if attr_values[i]:
             try:

@@ -29,7 +29,7 @@ from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
 
 from .batch import build_batch, empty_batch
 from .contract import ParseResult
-from .jsontext import join_members, json_member
+from .jsontext import count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
 from .lines import decode_lines, split_lines
 from .multiline import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Group, Grouping, Kind, group_lines
@@ -108,7 +108,7 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
     columns = _records(grouping, kinds, body, header_fields, prefix_fields, ctx)
     first = grouping.starts
     batch = build_batch(ctx, base_offset, lines.starts[first], columns, read_time_ns)
-    return ParseResult(batch, consumed, 0)
+    return ParseResult(batch, consumed, count_unusable(batch.column("attrs")))
 
 
 # -- prefixes --------------------------------------------------------------------------------------
@@ -160,12 +160,11 @@ def _layout_columns(found: pa.StructArray, fmt: TextFormat, tz: str, read_time_n
     names = [found.type.field(i).name for i in range(found.type.num_fields)]
     raw = {name: _blank_to_null(found.field(name)) for name in names}
     out: dict[str, pa.Array] = {}
+    if "_time" in raw:
+        year = str(datetime.fromtimestamp(read_time_ns / 1e9, tz=timezone.utc).year)
+        raw["ts"] = pc.binary_join_element_wise(year, "-", raw["_month"], "-", raw["_day"], "T", raw["_time"], "")
     if "ts" in raw:
         out["ts"] = strings_to_timestamps(raw["ts"], tz)
-    elif "_time" in raw:
-        year = str(datetime.fromtimestamp(read_time_ns / 1e9, tz=timezone.utc).year)
-        text = pc.binary_join_element_wise(year, "-", raw["_month"], "-", raw["_day"], "T", raw["_time"], "")
-        out["ts"] = strings_to_timestamps(text, tz)
     if "level" in raw:
         out["level"] = normalize_levels(raw["level"])
     for name in ("msg", "logger", "host", "ip", "job", "role", "trace_id", "exc"):
@@ -178,10 +177,11 @@ def _layout_columns(found: pa.StructArray, fmt: TextFormat, tz: str, read_time_n
             out[name] = _to_int(raw[name], pa.int32() if name in INT32_FIELDS else pa.int64())
     extra = [name for name in names if not name.startswith("_") and name not in _ROW_FIELDS]
     pieces = [json_member(name, raw[name]) for name in extra]
-    attrs = join_members([p for p in pieces if p is not None], len(found))
+    unusable = unusable_members(raw, out)
+    attrs = join_members([p for p in [*pieces, *unusable] if p is not None], len(found))
     if "_kv" in raw and fmt.kv_hook is not None:
         out.update(_kv_columns(raw["_kv"], attrs, fmt.kv_hook))
-    elif extra:
+    elif extra or unusable:
         out["attrs"] = attrs
     return out
 
@@ -261,11 +261,18 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
     starts = grouping.starts
     first = pa.array(starts)
     columns: dict[str, pa.Array] = {name: col.take(first) for name, col in header_fields.items()}
+    prefix_raw: dict[str, pa.Array] = {}
     for name, col in prefix_fields.items():
         taken = col.take(first)
         kind = pa.int32() if name in INT32_FIELDS else pa.int64() if name in INT64_FIELDS else pa.string()
-        taken = _to_int(taken, kind) if kind != pa.string() else taken
+        if kind != pa.string():
+            prefix_raw[name], taken = taken, _to_int(taken, kind)
         columns[name] = pc.coalesce(columns[name], taken) if name in columns else taken
+    unusable = unusable_members(prefix_raw, {name: columns[name] for name in prefix_raw})
+    if unusable:  # e.g. [rank99999999999]: a rank no int32 holds
+        noted = join_members(unusable, len(starts))
+        columns["attrs"] = _merge_rows(columns.get("attrs"), {
+            i: json.loads(text) for i, text in enumerate(noted.to_pylist()) if text is not None}, len(starts))
     head_text = body.take(first)
     msg = pc.coalesce(columns["msg"], head_text) if "msg" in columns else head_text
     start_kinds = kinds[starts]

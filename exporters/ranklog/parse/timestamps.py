@@ -119,4 +119,5 @@ def _parse_one(value: str | None, zone) -> int | None:
         return None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=zone)
-    return (int(dt.replace(microsecond=0).timestamp()) * 1_000_000 + dt.microsecond) * 1000
+    ns = (int(dt.replace(microsecond=0).timestamp()) * 1_000_000 + dt.microsecond) * 1000
+    return ns if -(2**63) < ns < 2**63 else None  # a real date the ts column cannot hold: not a usable time

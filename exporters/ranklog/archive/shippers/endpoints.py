@@ -32,11 +32,14 @@ def stored_body(code: int, headers: Mapping[str, str], body: bytes) -> bytes:
     return wrap(headers.get(IDEMPOTENCY_HEADER), body) if code in SHIPPER_CODES else body
 
 
-def answer(endpoint: str, code: int, accepted: int, duplicates: int) -> Response:
+def answer(endpoint: str, code: int, accepted: int, duplicates: int, repaired: int = 0) -> Response:
     if endpoint == OTLP_LOGS:
         if code == OTLP_PROTOBUF:
             return Response(b"", media_type="application/x-protobuf")  # an empty ExportLogsServiceResponse
         return JSONResponse({})
     if endpoint == LOKI_PUSH:
         return Response(status_code=204)
-    return JSONResponse({"accepted": accepted, "duplicates": duplicates})
+    body = {"accepted": accepted, "duplicates": duplicates}
+    if repaired:  # records kept with unusable values moved to attrs (archive.ingest_values)
+        body["repaired"] = repaired
+    return JSONResponse(body)
