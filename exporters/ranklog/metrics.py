@@ -73,6 +73,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_oldest_partition_timestamp_seconds", "gauge", "Start of the oldest hour partition kept.", component="archive"),
     MetricSpec("ranklog_archive_disk_free_bytes", "gauge", "Free bytes on the archive's filesystem.", component="archive"),
     MetricSpec("ranklog_archive_flush_seconds", "histogram", "Time to flush WAL data to a Parquet file.", component="archive", buckets=_FLUSH_BUCKETS),
+    MetricSpec("ranklog_archive_flush_failures_total", "counter",
+               "Flushes to Parquet that failed (object store unreachable, disk error); the rows stay in the WAL "
+               "and are retried.", component="archive"),
     MetricSpec("ranklog_archive_compactions_total", "counter", "Hour partitions compacted.", component="archive"),
     MetricSpec("ranklog_archive_hour_leases_total", "counter",
                "Hour leases for compaction/retention by outcome: acquired, takeover, busy, lost.", ("outcome",),

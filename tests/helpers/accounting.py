@@ -28,13 +28,27 @@ class Tally:
         return self.lost == 0 and self.duplicated == 0 and self.archived == self.written
 
 
-def archived_rows(roots: Iterable[Path], job: str) -> pa.Table:
+Root = Path | tuple  # a local directory, or (pyarrow FileSystem, path) for an object store
+
+
+def _has_parquet(root: Root) -> bool:
+    if not isinstance(root, tuple):
+        return any(Path(root).rglob("*.parquet"))
+    import pyarrow.fs as pafs
+
+    filesystem, path = root
+    return any(info.path.endswith(".parquet") for info in
+               filesystem.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True)))
+
+
+def archived_rows(roots: Iterable[Root], job: str) -> pa.Table:
     """host, pid, seq, source_id, offset of every archived row of `job` (Parquet files only)."""
     tables = []
     for root in roots:
-        if not any(Path(root).rglob("*.parquet")):
+        if not _has_parquet(root):
             continue
-        dataset = ds.dataset(str(root), format="parquet", partitioning="hive",
+        filesystem, path = root if isinstance(root, tuple) else (None, str(root))
+        dataset = ds.dataset(path, filesystem=filesystem, format="parquet", partitioning="hive",
                              exclude_invalid_files=True)
         tables.append(dataset.to_table(columns=["host", "pid", "seq", "source_id", "offset"],
                                        filter=ds.field("job") == job))
@@ -58,7 +72,7 @@ def wal_rows(state_dir: Path, job: str) -> pa.Table:
     return pa.concat_tables(tables) if tables else archived_rows([], job)
 
 
-def tally(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int],
+def tally(roots: Sequence[Root], job: str, written: dict[tuple[str, int], int],
           extra: Sequence[pa.Table] = ()) -> Tally:
     """Compare the archive (plus `extra` rows, e.g. a stopped archive's WAL) with `written`
     ({(host, pid): lines written})."""
@@ -76,7 +90,7 @@ def tally(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int],
                  duplicated=rows.num_rows - keys.num_rows)
 
 
-def wait_for_archive(roots: Sequence[Path], job: str, written: dict[tuple[str, int], int],
+def wait_for_archive(roots: Sequence[Root], job: str, written: dict[tuple[str, int], int],
                      timeout: float = 90.0, extra: Sequence[pa.Table] = ()) -> tuple[Tally, float]:
     """Poll until every written line is archived (or `timeout`); returns the tally and seconds waited."""
     start = time.monotonic()

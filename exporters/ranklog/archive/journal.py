@@ -35,12 +35,17 @@ def read(path: str) -> dict[str, Any] | None:
         return None
 
 
+def write(path: str, files: list[tuple[str, str]], inputs: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """Step 2 of the module docstring, the commit point: returns the record for :func:`apply`."""
+    record = {"files": [list(pair) for pair in files], "inputs": list(inputs or []), **extra}
+    write_atomic(path, json.dumps(record).encode())
+    return record
+
+
 def commit(storage: Storage, path: str, files: list[tuple[str, str]], inputs: list[str] | None = None,
            **extra: Any) -> None:
     """Make a prepared change durable and visible (steps 2 and 3 of the module docstring)."""
-    record = {"files": [list(pair) for pair in files], "inputs": list(inputs or []), **extra}
-    write_atomic(path, json.dumps(record).encode())
-    apply(storage, record)
+    apply(storage, write(path, files, inputs, **extra))
 
 
 def apply(storage: Storage, record: dict[str, Any]) -> None:

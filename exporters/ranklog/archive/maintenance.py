@@ -61,6 +61,8 @@ class Maintenance:
             self._next[name] = now + periods[name]
             try:
                 job()
+            except OSError as exc:  # storage unreachable or failing: one line per pass, not a trace
+                log.error("%s pass failed (%s); retrying next period", name, str(exc).splitlines()[0] if str(exc) else exc)
             except Exception:
                 log.exception("%s pass failed; retrying next period", name)
 

@@ -79,6 +79,7 @@ class Pipeline:
         self._flush_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
+        self._unapplied: dict | None = None  # a committed flush journal whose files are not all visible yet
 
     # --- start ---------------------------------------------------------------------------------
     def recover(self) -> None:
@@ -153,8 +154,11 @@ class Pipeline:
             self._wake.clear()
             try:
                 self.flush()
-            except Exception:
-                log.exception("flush failed; retrying in %.1fs", self.config.flush_interval)
+            except Exception as exc:
+                self.metrics.archive_flush_failures.inc()
+                # One line, not a trace: an object-store outage repeats this every interval.
+                log.error("flush failed (%s); the rows stay in the WAL, retrying in %.1fs",
+                          str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.config.flush_interval)
                 self._stop.wait(self.config.flush_interval)
 
     def flush(self) -> int:
@@ -166,6 +170,7 @@ class Pipeline:
                 seq_hi = pending.items[-1][0] if pending.items else self.flushed_seq
                 snapshot = self._snapshot_if_due() if pending.items or self.snapshot_seq < seq_hi else None
             try:
+                self._apply_committed()  # the previous flush's files first: its journal must not be replaced
                 if pending.items:
                     self._write(pending, seq_hi)
             except Exception:
@@ -193,6 +198,12 @@ class Pipeline:
         self.metrics.archive_dedup_sources.set(len(self.dedup))
         return self.dedup.snapshot()
 
+    def _apply_committed(self) -> None:
+        """Finish making the last committed flush visible (idempotent; raises while storage fails)."""
+        if self._unapplied is not None:
+            journal.apply(self.storage, self._unapplied)
+            self._unapplied = None
+
     def _write(self, pending: _Pending, seq_hi: int) -> None:
         started = time.perf_counter()
         table = pa.concat_tables([table for _, table in pending.items])
@@ -202,8 +213,18 @@ class Pipeline:
             temp = temp_name(final)
             write_parquet(self.storage, rows, temp, FLUSH_ZSTD_LEVEL)
             files.append((temp, final))
-        journal.commit(self.storage, os.path.join(self.state_dir, journal.FLUSH_JOURNAL), files, wal_seq=seq_hi)
+        record = journal.write(os.path.join(self.state_dir, journal.FLUSH_JOURNAL), files, wal_seq=seq_hi)
+        # Committed: these rows are flushed whatever happens next. Making the files visible may still
+        # fail (object store gone between PUT and copy); it is retried before the next flush, never
+        # by writing the rows again (that would store them twice).
         self.flushed_seq = seq_hi
+        self._unapplied = record
+        try:
+            self._apply_committed()
+        except Exception as exc:
+            self.metrics.archive_flush_failures.inc()
+            log.error("flush committed but its files are not all visible yet (%s); retried before the next flush",
+                      str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         self.metrics.archive_flush_seconds.observe(time.perf_counter() - started)
         log.debug("flushed %d row(s) into %d file(s) through WAL seq %d", table.num_rows, len(files), seq_hi)
 
