@@ -20,7 +20,6 @@ import struct
 import time
 import warnings
 
-import cramjam
 import httpx
 import msgpack
 import pyarrow as pa
@@ -29,6 +28,7 @@ import pytest
 from tests.archive.util import metric
 from tests.helpers.archive_proc import ARROW, arrow_body
 from tests.helpers.corpus import generate
+from tests.helpers.shipper_bodies import loki_protobuf, otlp_json, otlp_protobuf
 
 JOB = "grpo-llama-70b"
 NOW_NS = time.time_ns()
@@ -116,21 +116,8 @@ def query_records(archive, *flags: str) -> list[dict]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
-def _otlp_json(message: str, ts_ns: int, rank: int) -> bytes:
-    return json.dumps({"resourceLogs": [{
-        "resource": {"attributes": [{"key": "host.name", "value": {"stringValue": "gpu-node-008"}},
-                                    {"key": "training_job", "value": {"stringValue": JOB}}]},
-        "scopeLogs": [{"scope": {"name": "ray.worker"}, "logRecords": [{
-            "timeUnixNano": str(ts_ns), "severityNumber": 17, "body": {"stringValue": message},
-            "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
-            "attributes": [{"key": "rank", "value": {"intValue": str(rank)}},
-                           {"key": "gpu", "value": {"kvlistValue": {"values": [{"key": "id", "value": {"intValue": "3"}}]}}}],
-        }]}],
-    }]}).encode()
-
-
 def test_otlp_json_gzip_and_a_retried_batch_is_stored_once(archive):
-    body = gzip.compress(_otlp_json("ActorDiedError: The actor died unexpectedly", NOW_NS - 10**9, 2))
+    body = gzip.compress(otlp_json("ActorDiedError: The actor died unexpectedly", NOW_NS - 10**9, 2, JOB))
     headers = archive.headers("application/json", **{"Content-Encoding": "gzip"})
     for _ in range(3):  # the exporter's retries send the same bytes
         response = httpx.post(f"{archive.url}/v1/logs", content=body, headers=headers, timeout=30)
@@ -143,7 +130,7 @@ def test_otlp_json_gzip_and_a_retried_batch_is_stored_once(archive):
     # with an Idempotency-Key, a retry that re-serialised the batch (new bytes) is a duplicate too
     keyed = archive.headers("application/json", **{"Idempotency-Key": "batch-0001"})
     for attempt in range(2):
-        changed = _otlp_json("NCCL error: unhandled system error", NOW_NS - 2 * 10**9 + attempt, 4)
+        changed = otlp_json("NCCL error: unhandled system error", NOW_NS - 2 * 10**9 + attempt, 4, JOB)
         assert httpx.post(f"{archive.url}/v1/logs", content=changed, headers=keyed, timeout=30).status_code == 200
     wait_for(archive, '{rank="4"} |= "NCCL error"', 1)
     time.sleep(1)
@@ -180,39 +167,11 @@ def test_python_logging_loki_both_emitters(archive, version):
     assert query_records(archive, "--host", "gpu-node-009")[0]["logger"] == f"loki-client-{version}"
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _push_request(labels: str, entries: list[tuple[int, str, dict[str, str]]]) -> bytes:
-    """logproto.PushRequest, hand-encoded: streams=1 {labels=1, entries=2 {timestamp=1 {seconds=1, nanos=2},
-    line=2, structuredMetadata=3 {name=1, value=2}}}."""
-    encoded = b""
-    for ts, line, metadata in entries:
-        stamp = _varint(1 << 3) + _varint(ts // 10**9) + _varint(2 << 3) + _varint(ts % 10**9)
-        entry = _field(1, stamp) + _field(2, line.encode())
-        for name, value in metadata.items():
-            entry += _field(3, _field(1, name.encode()) + _field(2, value.encode()))
-        encoded += _field(2, entry)
-    return _field(1, _field(1, labels.encode()) + encoded)
-
-
 def test_loki_protobuf_snappy(archive):
     ts = NOW_NS - 3 * 10**9
-    body = bytes(cramjam.snappy.compress_raw(_push_request(
-        f'{{job="{JOB}", host="gpu-node-010", rank="7", level="error"}}',
-        [(ts, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=42)", {"trace_id": "abc123"}),
-         (ts + 1000, "second line", {})])))
+    body = loki_protobuf(f'{{job="{JOB}", host="gpu-node-010", rank="7", level="error"}}',
+                         [(ts, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=42)", {"trace_id": "abc123"}),
+                          (ts + 1000, "second line", {})])
     headers = archive.headers("application/x-protobuf")
     for _ in range(2):
         response = httpx.post(f"{archive.url}/loki/api/v1/push", content=body, headers=headers, timeout=30)
@@ -258,28 +217,21 @@ def test_vector_json_array_and_fluent_bit_payloads(archive):
 
 # -- foreign bodies ------------------------------------------------------------------------------------
 def test_a_body_on_the_wrong_endpoint_is_refused_naming_the_right_one(archive):
-    otlp_json = _otlp_json("x", NOW_NS, 1)
+    otlp_body = otlp_json("x", NOW_NS, 1, JOB)
     loki_json = json.dumps({"streams": [{"stream": {"job": "x"}, "values": [[str(NOW_NS), "x"]]}]}).encode()
-    from google.protobuf.json_format import Parse
-    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs  # noqa: F401 (installed)
-    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
-
-    as_json = json.loads(otlp_json)
-    for record in as_json["resourceLogs"][0]["scopeLogs"][0]["logRecords"]:
-        del record["traceId"], record["spanId"]
-    otlp_protobuf = Parse(json.dumps(as_json), ExportLogsServiceRequest()).SerializeToString()
-    loki_protobuf = bytes(cramjam.snappy.compress_raw(_push_request('{job="x"}', [(NOW_NS, "x", {})])))
+    otlp_proto = otlp_protobuf("x", NOW_NS, 1, JOB)
+    loki_proto = loki_protobuf('{job="x"}', [(NOW_NS, "x", {})])
     arrow = arrow_body(generate(3, start_ns=NOW_NS, seed=1))
     cases = [
-        ("/v1/ingest", "application/json", otlp_json, "POST it to /v1/logs"),
+        ("/v1/ingest", "application/json", otlp_body, "POST it to /v1/logs"),
         ("/v1/ingest", "application/x-ndjson", loki_json, "POST it to /loki/api/v1/push"),
-        ("/v1/ingest", "application/x-protobuf", otlp_protobuf, "/v1/logs"),
+        ("/v1/ingest", "application/x-protobuf", otlp_proto, "/v1/logs"),
         ("/v1/logs", "application/json", loki_json, "POST it to /loki/api/v1/push"),
         ("/v1/logs", "application/json", b'{"msg": "an ndjson record"}\n', "POST it to /v1/ingest"),
-        ("/v1/logs", "application/x-protobuf", loki_protobuf, "POST it to /loki/api/v1/push"),
+        ("/v1/logs", "application/x-protobuf", loki_proto, "POST it to /loki/api/v1/push"),
         ("/v1/logs", "application/x-protobuf", arrow, "POST it to /v1/ingest"),
-        ("/loki/api/v1/push", "application/json", otlp_json, "POST it to /v1/logs"),
-        ("/loki/api/v1/push", "application/x-protobuf", otlp_protobuf, "POST it to /v1/logs"),
+        ("/loki/api/v1/push", "application/json", otlp_body, "POST it to /v1/logs"),
+        ("/loki/api/v1/push", "application/x-protobuf", otlp_proto, "POST it to /v1/logs"),
         ("/loki/api/v1/push", "application/x-protobuf", arrow, "POST it to /v1/ingest"),
         ("/loki/api/v1/push", "application/json", b'[{"message": "vector"}]', "POST it to /v1/ingest"),
     ]
