@@ -25,7 +25,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("cuda_oom", "CUDA OOM",
               r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError: CUDA out of memory|CUDA out of memory\. Tried to allocate|CUDA error: out of memory", priority=90),
     Signature("ray_oom_kill", "host OOM kill",
-              r"Task was killed due to the node running low on memory|Worker exit type: NODE_OUT_OF_MEMORY|Out of memory: Killed process|oom-kill|OOMKilled", priority=85),
+              r"(?:Task was|worker\(s\) were) killed due to the node running low on memory|Worker exit type: NODE_OUT_OF_MEMORY|Out of memory: Killed process|oom-kill|OOMKilled", priority=85),
     Signature("nonfinite_grad", "non-finite loss/gradients",
               r"grad_norm is not finite|[Gg]radient(?:s)? (?:is|are|contain) (?:not finite|NaN|inf)|non-finite (?:grad|gradient)|found (?:NaN|inf) in grad", priority=80),
     Signature("nan_loss", "non-finite loss/gradients",
@@ -40,7 +40,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("raylet_died", "Ray actor death",
               r"[Rr]aylet (?:died|is dead|has died|process .* died)|The node with node id: \S+ .* has been marked dead|GCS failed to|Raylet .* exited", consequence=True, priority=40),
     Signature("ray_actor_died", "Ray actor death",
-              r"ActorDiedError|The actor died unexpectedly|RayActorError|The actor died because of an error raised in its creation task", consequence=True, priority=45),
+              r"ActorDiedError|The actor died unexpectedly|RayActorError"
+              r"|A worker died or was killed while executing a task", consequence=True, priority=45),
+    # An actor whose constructor raised: the user's exception is the cause (the death follows from it).
+    Signature("ray_creation_task_error", "uncaught exception",
+              r"The actor died because of an error raised in its creation task|Exception raised in creation task",
+              priority=50),
     Signature("python_exception", "uncaught exception",
               r"Traceback \(most recent call last\):|^\w+(?:\.\w+)*(?:Error|Exception): ", priority=10),
     # Added for triage (real strings from gloo, Ray's raylet, verl's console metrics, torchrun's launcher).

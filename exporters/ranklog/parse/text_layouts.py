@@ -43,6 +43,7 @@ _CONNECTORS = (
     "During handling of the above exception, another exception occurred:",
     "The above exception was the direct cause of the following exception:",
 )
+_RAY_TASK_REPR = r"^ray::[\w.:\-]+\(\) \(pid=\d+"
 _MARKER = r"^:(?P<_marker>actor_name|task_name|job_id):(?P<_name>\S.*)$"
 _ROW_FIELDS = frozenset(FIELDS) - {"source", "source_id", "offset", "format", "attrs"}
 
@@ -247,12 +248,27 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
     kinds[np.asarray(pc.fill_null(pc.is_in(trimmed, pa.array(_CONNECTORS)), False))] = Kind.CONNECTOR
     if markers:
         kinds[np.asarray(pc.fill_null(pc.match_substring_regex(body, _MARKER), False))] = Kind.MARKER
+        _continue_ray_error_bodies(kinds, np.asarray(pc.fill_null(pc.match_substring_regex(body, _RAY_TASK_REPR),
+                                                                  False)) & ~header)
     kinds[header] = Kind.HEADER_ERROR if every_header_takes_traceback else Kind.HEADER
     if level is not None:
         severe = np.asarray(pc.fill_null(pc.is_in(level, pa.array(["WARNING", "ERROR", "CRITICAL"])), False))
         kinds[header & severe] = Kind.HEADER_ERROR
     kinds[blank] = Kind.BLANK
     return kinds
+
+
+def _continue_ray_error_bodies(kinds: np.ndarray, task_lines: np.ndarray) -> None:
+    """Ray prints a failed task's error under the line that announces it ("… Error: User exception:"
+    then ``ray::f() (pid=…)``, the frames and ``ValueError: …`` without a ``Traceback`` line): the
+    ``ray::`` line and the plain lines after it, up to a blank line or a header, continue the
+    announcement, so a retry notice and the error it retries stay one record."""
+    for start in np.flatnonzero(task_lines).tolist():
+        kinds[start] = Kind.INDENT
+        end = start + 1
+        while end < len(kinds) and kinds[end] in (Kind.OTHER, Kind.INDENT):
+            kinds[end] = Kind.INDENT
+            end += 1
 
 
 # -- records ---------------------------------------------------------------------------------------

@@ -36,10 +36,13 @@ STRONG_PRIORITY = 75  # signatures at or above this priority are causes in their
 _SEQNUM = re.compile(r"SeqNum=(\d+)")
 _LAST_ENQUEUED = re.compile(r"last enqueued (?:NCCL )?work:\s*(\d+)", re.IGNORECASE)
 _TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)|ran for (\d+) milliseconds|Timed out waiting (\d+)\s*ms|timeout of (\d+)\s*ms")
-_PID = re.compile(r"\bpid[=:]\s*(\d+)")
+_PID = re.compile(r"\bpid[=:]\s*(\d+)", re.IGNORECASE)  # Ray: "(pid=123, ip=…)", "pid: 123", "Worker PID: 123"
+_WORKER_ID = re.compile(r"\bworker[ _]id\s*(?:=|:)\s*([0-9a-f]{16,})", re.IGNORECASE)  # GCS/raylet: "worker id = …"
 _ACTOR_NAME = re.compile(r"\bname[=:]\s*([\w.:\-]+)")
 _KERNEL_KILL = re.compile(r"Killed process (\d+)")
 _KEYWORDS = re.compile(KEYWORDS)
+# The writer says it recovers ("… so the task will be retried", "retrying in 1s"): not a failure yet.
+_RETRIED = re.compile(r"will be retried|\b[Rr]etrying\b")
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]|^\[rank(\d+)\]:")
 
 
@@ -64,6 +67,11 @@ class Incident:
     @property
     def strong(self) -> bool:
         return bool(self.signature and not self.signature.consequence and self.signature.priority >= STRONG_PRIORITY)
+
+    @property
+    def handled(self) -> bool:
+        """The writer recovers from it: a retry notice, or a consequence logged only as a WARNING."""
+        return _RETRIED.search(self.line.msg) is not None or (self.consequence and self.line.level == "WARNING")
 
     @property
     def is_error(self) -> bool:
@@ -126,7 +134,7 @@ def collect(data: TriageInput) -> Evidence:
     by_pid = _pid_index(processes)
     incidents = []
     for line, sig in matched:
-        rank, host = _subject(line, sig, by_pid)
+        rank, host = _subject(line, sig, by_pid, data.worker_pids)
         adj = line.ts - offsets.get(line.host, 0)
         incidents.append(Incident(line, sig, template_of(line.msg), adj, rank, host))
     incidents.sort(key=lambda inc: inc.adj_ts)
@@ -149,7 +157,7 @@ def _mark_aftermath(incidents: list[Incident]) -> None:
     DistBackendError, "taking the entire process down") are consequences too; causes never are."""
     first: dict[tuple, int] = {}
     for inc in incidents:
-        if inc.signature is not None and inc.signature.consequence:
+        if inc.signature is not None and inc.signature.consequence and not inc.handled:
             first.setdefault((inc.rank, inc.host), inc.adj_ts)
             first.setdefault(("source", inc.line.source), inc.adj_ts)  # same stream, even without a rank
     for inc in incidents:
@@ -170,9 +178,10 @@ def _pid_index(processes: list[Process]) -> dict[int, Process]:
     return index
 
 
-def _subject(line: Line, sig: Signature | None, by_pid: dict[int, Process]) -> tuple[int | None, str]:
-    """The rank a record is about: a driver/raylet/kernel record naming a killed worker's pid is
-    about that worker's rank, not about the process that wrote it."""
+def _subject(line: Line, sig: Signature | None, by_pid: dict[int, Process],
+             worker_pids: dict[str, int] | None = None) -> tuple[int | None, str]:
+    """The rank a record is about: a driver/raylet/GCS/kernel record naming a killed worker (its pid,
+    its Ray worker id, its actor name) is about that worker's rank, not about the process that wrote it."""
     if line.rank is not None:
         return line.rank, line.host
     named = _RANK_IN_TEXT.search(line.msg)
@@ -185,6 +194,10 @@ def _subject(line: Line, sig: Signature | None, by_pid: dict[int, Process]) -> t
             victim = by_pid.get(int(match.group(1)))
             if victim is not None:
                 return victim.rank, victim.host
+    for match in _WORKER_ID.finditer(line.text) if worker_pids else ():
+        victim = by_pid.get(worker_pids.get(match.group(1).lower(), -1))
+        if victim is not None:
+            return victim.rank, victim.host
     for match in _ACTOR_NAME.finditer(line.text):
         for proc in by_pid.values():
             if proc.role and proc.role == match.group(1):

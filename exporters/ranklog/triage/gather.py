@@ -32,9 +32,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .identity import worker_pids
+
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
+
+    from .identity import Identity
 
 INCIDENTS_PER_RANK = 100
 WARNINGS_PER_RANK = 5
@@ -101,6 +105,7 @@ class TriageInput:
     notes: list[str]
     data: TriageData
     timings: dict[str, float] = field(default_factory=dict)
+    worker_pids: dict[str, int] = field(default_factory=dict)  # Ray worker id -> pid (see .identity)
 
 
 class TriageData:
@@ -110,6 +115,7 @@ class TriageData:
         self.con = connection
         self.label = label
         self._selected = False
+        self._joined = False
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -190,20 +196,32 @@ class TriageData:
 
     # -- what triage asks ---------------------------------------------------------------------------
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> list[Group]:
-        """One aggregate scan: per (job, host, rank, local_rank) count, times, highest step, pids, role.
+        """One aggregate scan: per (job, host, rank, local_rank, pid) count, times, highest step, role.
 
         Jobs, hosts and per-rank statistics all come from it, so the archive is scanned once for
-        them, before the job is chosen.
+        them, before the job is chosen; the pids feed the identity join (:mod:`.identity`). The role
+        is the fullest name the group's records give (a Ray actor's name over its class).
         """
         filters = _time_filters(start_ns, end_ns)
         sql = f"""
             SELECT job, host, rank, local_rank, count(*), min(epoch_ns(ts)), max(epoch_ns(ts)), max(step),
-                   min(pid), max(pid), any_value(role)
+                   pid, arg_max(role, length(role))
             FROM all_records {("WHERE " + " AND ".join(filters)) if filters else ""}
-            GROUP BY job, host, rank, local_rank
+            GROUP BY job, host, rank, local_rank, pid
         """
-        return [Group(*row[:8], tuple(sorted({p for p in row[8:10] if p is not None})), row[10])
+        return [Group(*row[:8], () if row[8] is None else (row[8],), row[9])
                 for row in self.con.execute(sql).fetchall()]
+
+    def join_identity(self, identity: Identity) -> None:
+        """Lend rank, role and host across files (:mod:`.identity`): ``all_records`` becomes the
+        joined view over the records as read."""
+        from .identity import joined_view_sql, register
+
+        register(self.con, identity)
+        if not self._joined:
+            self.con.execute("ALTER VIEW all_records RENAME TO read_records")
+            self._joined = True
+        self.con.execute(f"CREATE OR REPLACE VIEW all_records AS {joined_view_sql('read_records')}")
 
     def incidents(self) -> list[Line]:
         """Warning-or-worse and failure-looking records (see the module docstring), capped per rank.
@@ -274,6 +292,10 @@ def gather(data: TriageData, job: str | None = None, start_ns: int | None = None
     started = time.perf_counter()
     groups = data.summary(start_ns, end_ns)
     timings = {"scan: ranks and jobs": time.perf_counter() - started}
+    mark = time.perf_counter()
+    groups = _join_identity(data, groups, start_ns, end_ns)
+    workers = worker_pids(data.con, "all_records")
+    timings["identity join"] = time.perf_counter() - mark
     jobs = _jobs(groups)
     job_names = [name for name, _ in jobs]
     notes: list[str] = []
@@ -294,7 +316,7 @@ def gather(data: TriageData, job: str | None = None, start_ns: int | None = None
     incidents = data.incidents()
     timings["scan: incidents"] = time.perf_counter() - mark
     return TriageInput(job=job, jobs=job_names, incidents=incidents, processes=_processes(mine, single_host),
-                       notes=notes, data=data, timings=timings)
+                       notes=notes, data=data, timings=timings, worker_pids=workers)
 
 
 @dataclass(frozen=True)
@@ -309,8 +331,26 @@ class Group:
     first_ts: int
     last_ts: int
     last_step: int | None
-    pids: tuple[int, ...]  # lowest and highest pid (a restarted rank has several; min/max is 35 % cheaper)
+    pids: tuple[int, ...]  # the group's pid (one group per pid), empty when the records name none
     role: str | None
+
+
+def _join_identity(data: TriageData, groups: list[Group], start_ns: int | None, end_ns: int | None) -> list[Group]:
+    """Lend ranks, roles and hosts across files until nothing more is gained (twice at most: hosts
+    found from a folder's raylet then reach the same pid's lines in other files)."""
+    from .identity import Identity, PidGroup, build_identity
+
+    lent = Identity()
+    for _ in range(2):
+        found = build_identity(data.con, "all_records", [PidGroup(g.host, g.rank, g.pids[0] if g.pids else None,
+                                                                  g.role) for g in groups])
+        merged = lent.merged(found)
+        if merged == lent:
+            break
+        lent = merged
+        data.join_identity(lent)
+        groups = data.summary(start_ns, end_ns)
+    return groups
 
 
 def _jobs(groups: list[Group]) -> list[tuple[str, int]]:

@@ -13,6 +13,8 @@ Causal ordering that survives clock skew:
    the others reported.
 4. Timeouts, actor deaths and raylet deaths are consequences: they name a root cause only when
    nothing else does, with low confidence.
+5. What the writer recovers from is no candidate at all: a record announcing a retry ("… so the
+   task will be retried", "retrying in 1s") and a consequence logged only as a WARNING.
 
 Candidates are ordered by training step when every one of them has a step (a step count needs
 no clock), else by time corrected with the per-host clock offsets. Candidates of the same
@@ -55,11 +57,20 @@ def decide(evidence: Evidence, data: TriageData | None = None) -> Verdict:
     """The verdict for `evidence`; `data` (when given) supplies the lines before the decisive record."""
     verdict = (_from_causes(evidence) or _from_errors(evidence) or _from_silence(evidence)
                or _from_seqnums(evidence) or _from_consequences(evidence) or _healthy(evidence))
+    if verdict.step is None and verdict.ranks:
+        verdict.step = _reached_step(evidence, verdict.ranks)
     if data is not None and verdict.decisive is not None:
         verdict.before = data.lines_before(verdict.decisive)
     elif data is not None and verdict.subject is not None:
         verdict.before = data.last_lines(verdict.subject)
     return verdict
+
+
+def _reached_step(evidence: Evidence, ranks: list[int]) -> int | None:
+    """The step the blamed rank(s) had reached, when the decisive record names none (a driver's
+    RayTaskError about a worker, a raylet's kill report): the lowest of their last steps."""
+    steps = [p.last_step for p in evidence.processes if p.rank in ranks and p.last_step is not None]
+    return min(steps) if steps else None
 
 
 def _order_key(candidates: list[Incident]):
@@ -125,7 +136,7 @@ def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
 
 
 def _from_causes(evidence: Evidence) -> Verdict | None:
-    strong = [inc for inc in evidence.incidents if inc.strong]
+    strong = [inc for inc in evidence.incidents if inc.strong and not inc.handled]
     # A raylet or kernel line and the driver's error naming the killed worker describe one event:
     # prefer the record that says which rank it hit.
     ranked = [inc for inc in strong if inc.rank is not None]
@@ -139,7 +150,7 @@ def _from_errors(evidence: Evidence) -> Verdict | None:
     last_ts = {(proc.host, proc.rank): proc.last_ts for proc in evidence.processes}
     errors = []
     for inc in evidence.incidents:
-        if not inc.is_error or inc.consequence or inc.strong:
+        if not inc.is_error or inc.consequence or inc.strong or inc.handled:
             continue
         loud = (inc.line.level in ("ERROR", "CRITICAL", "UNKNOWN")
                 or inc.line.ts >= last_ts.get((inc.line.host, inc.line.rank), 0) - SECOND)  # the rank died of it
@@ -207,7 +218,9 @@ def _from_seqnums(evidence: Evidence) -> Verdict | None:
 
 
 def _from_consequences(evidence: Evidence) -> Verdict | None:
-    consequences = [inc for inc in evidence.incidents if inc.consequence]
+    # What a signature calls a consequence; not every later line of a rank that saw one.
+    consequences = [inc for inc in evidence.incidents
+                    if inc.signature is not None and inc.consequence and not inc.handled]
     if not consequences:
         return None
     verdict = _pick(_firsts(consequences), evidence, "consequence")

@@ -13,6 +13,9 @@
 - JSON lines (a line starting with ``{`` that parses as an object) are mapped like the ``json``
   format (Ray's keys: asctime/timestamp_ns, levelname, message, job_id, actor_name, …); a mixed file
   is split into runs of JSON and text lines, each parsed by its own path.
+- A message that starts with ``[Rank N]`` (verl's workers, NCCL) was written by global rank N: a
+  record without a rank of its own gets N. The other records of that process (its traceback, Ray's
+  lines about it) get the rank in triage, joined by pid (:mod:`ranklog.triage.identity`).
 """
 
 from __future__ import annotations
@@ -40,13 +43,15 @@ RAY_CPP = Layout(
     r"(?:\((?P<component>[\w\-]+)\) )?(?P<file>[\w./\-]+:\d+): (?P<msg>.*)$",
 )
 DRIVER_PREFIX = r"\((?:(?P<role>[^\s()=,]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?[^)]*\) ?"
+MESSAGE_RANK = r"^\[Rank (?P<rank>\d{1,6})\]"
 RAY = TextFormat(layouts=(RAY_CPP, *PYTHON_LAYOUTS), prefixes=(DRIVER_PREFIX, RANK_PREFIX), markers=True)
 
 
 def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
     runs = _json_runs(data, final=final, max_line=int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024)))
     if runs is None:
-        return parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=RAY)
+        result = parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=RAY)
+        return ParseResult(with_message_rank(result.batch), result.consumed, result.errors)
     batches, errors, consumed = [], 0, 0
     mapping = build_mapping(ctx.options.get("mapping"))
     for start, end, is_json, last in runs:
@@ -63,7 +68,19 @@ def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool,
         consumed = start + result.consumed
         if result.consumed < len(chunk):
             break
-    return ParseResult(concat(batches) if batches else empty_batch(), consumed, errors)
+    return ParseResult(with_message_rank(concat(batches)) if batches else empty_batch(), consumed, errors)
+
+
+def with_message_rank(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Records without a rank whose message starts with ``[Rank N]`` get rank N."""
+    rank = batch.column("rank")
+    if not batch.num_rows or rank.null_count == 0:
+        return batch
+    found = pc.extract_regex(batch.column("msg"), MESSAGE_RANK).field("rank")
+    named = pc.cast(pc.if_else(pc.equal(found, ""), None, found), pa.int32())
+    if named.null_count == batch.num_rows:
+        return batch
+    return replace_columns(batch, {"rank": pc.coalesce(rank, named)})
 
 
 def _json_runs(data: bytes, *, final: bool, max_line: int) -> list[tuple[int, int, bool, bool]] | None:
