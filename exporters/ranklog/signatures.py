@@ -56,7 +56,7 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature("ray_memory_pressure", "host OOM kill",
               r"killed due to memory pressure \(OOM\)", priority=85),
     Signature("nan_metric", "non-finite loss/gradients",
-              r"\b(?:[\w/]*loss|[\w/]*grad_norm)[:=]\s*(?:nan|NaN|-?inf)\b", priority=80),
+              r"\b(?:[\w/]*loss|[\w/]*grad_norm)[:=]\s*(?:(?:np|numpy|torch)\.\w+\(|tensor\()?(?:nan|NaN|-?inf)\b", priority=80),
     # A worker killed by SIGKILL (the kernel OOM killer, a scheduler's hard kill): it leaves no line of
     # its own, only the launcher's report (torchrun's failure summary / "failed (exitcode: -9)").
     Signature("process_sigkilled", "killed (SIGKILL)",

@@ -50,7 +50,10 @@ def test_host_comes_from_the_layout_and_source_id_is_the_agents(tmp_path: Path):
     table = read_log_dir(str(tmp_path))
     rows = table.drop_columns(["ts"]).to_pylist()
     torchrun_rows = [r for r in rows if r["format"] == "torchrun"]
-    assert {r["host"] for r in torchrun_rows} == {"unknown"}
+    # a torchrun --log-dir in a subfolder of the directory read is a node's folder: its name is the host
+    assert {r["host"] for r in torchrun_rows} == {"tr"}
+    # read as the --log_dir itself, nothing names the machine
+    assert set(read_log_dir(str(tmp_path / "tr")).column("host").to_pylist()) == {"unknown"}
     assert {r["host"] for r in rows if r["format"] == "ranklog"} == {"gpu-7"}
     path = str(ranklog.files[0].path)
     fd = os.open(path, os.O_RDONLY)

@@ -35,7 +35,7 @@ FIELDS = ("status", "rank", "node", "category", "step", "line")
 class Truth:
     failure: bool
     rank: int | None = None
-    node: str | None = None
+    node: str | None = None  # None: the output never names the machine (only an agent's --host would)
     category: str | None = None
     step: int | None = None
     decisive: str | None = None  # a substring of the decisive line (for a hang: the silent rank's last line)
@@ -107,7 +107,7 @@ def judge(truth: Truth, result: dict[str, Any]) -> dict[str, bool]:
     return {
         "status": verdict["status"] == "failure",
         "rank": verdict["ranks"] == ([truth.rank] if truth.rank is not None else []),
-        "node": verdict["hosts"] == [truth.node],
+        "node": truth.node is None or verdict["hosts"] == [truth.node],
         "category": verdict["category"] == truth.category,
         "step": verdict.get("step") == truth.step,
         "line": truth.decisive is None or truth.decisive in _decisive_text(verdict),

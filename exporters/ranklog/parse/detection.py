@@ -17,11 +17,12 @@ folder or a torchrun ``--log-dir`` tree is recognised wherever it sits):
 - other ``*.jsonl``/``*.ndjson``: ``ranklog`` when the first line has ``ts``, ``level`` and ``msg``,
   else ``json``.
 - other ``*.log``/``*.out``/``*.err``/``*.txt``/``*.stdout``/``*.stderr``: sniffed from the first
-  64 KiB: ``verl-console`` when a ``step:N - key:val`` line appears, ``ray`` for a Ray driver's
-  console (``ray.init``'s "Started a local Ray instance" / "Connected to Ray cluster", or worker lines
-  forwarded with a ``(Actor pid=N)`` prefix: the ray parser reads its JSON and text lines alike),
-  ``json`` for JSON lines, ``python`` otherwise (the python parser keeps any line it does not
-  recognise as plain text).
+  64 KiB: ``torchrun`` when lines carry torchrun's ``--tee`` prefixes (``[default0]:``, a launcher's
+  console as a scheduler captured it), ``verl-console`` when a ``step:N - key:val`` line appears,
+  ``ray`` for a Ray driver's console (``ray.init``'s "Started a local Ray instance" / "Connected to Ray
+  cluster", or worker lines forwarded with a ``(Actor pid=N)`` prefix: the ray parser reads its JSON
+  and text lines alike), ``json`` for JSON lines, ``python`` otherwise (the python parser keeps any
+  line it does not recognise as plain text).
 
 Everything else (binary files, checkpoints, ``.gz`` archives, ``.json`` configs) → None.
 """
@@ -48,6 +49,7 @@ _RAY_JOB_DRIVER = re.compile(r"^job-driver-(?P<submission_id>.+)\.log$")
 _TEXT_SUFFIXES = (".log", ".out", ".err", ".txt", ".stdout", ".stderr")
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _VERL_STEP = re.compile(rb"(?m)^(?:\S.*?)?\bstep:\d+ - [\w/@.\-]+:")
+_TEE_LINE = re.compile(rb"(?m)^\[[A-Za-z_][\w\-]*?\d+\]:")  # torchrun --tee: "[default0]:…"
 _RAY_NIL_JOB = "ffffffff"
 _RAY_CONSOLE = re.compile(rb"Started a local Ray instance|Connected to Ray cluster|Connecting to existing Ray cluster"
                           rb"|^(?:\x1b\[\d+m)?\((?:[\w.:\-]+ )?pid=\d+(?:, ip=[0-9A-Fa-f.:]+)?\)", re.MULTILINE)
@@ -158,6 +160,8 @@ def _sniff_jsonl(path: str, lower: str) -> Detected:
 
 def _sniff_text(path: str) -> Detected:
     head = _head(path) if os.path.isfile(path) else b""
+    if len(_TEE_LINE.findall(head)) >= 2:
+        return Detected("torchrun", {"stream": "console"})
     if _VERL_STEP.search(head):
         return Detected("verl-console", {})
     if _RAY_CONSOLE.search(head):

@@ -1,5 +1,6 @@
 """Reading a whole raw log directory (a copied Ray ``logs/`` folder, a torchrun ``--log-dir`` tree, a
 folder of ranklog files, or a mix) as records — what ``ranklog query/triage --log_dir`` run on.
+A folder of per-node torchrun ``--log-dir`` folders names the nodes (see :func:`list_log_files`).
 
 Every regular file that :func:`ranklog.parse.detect` recognises is parsed to its end (``final=True``
 at EOF, in bounded chunks so a multi-GB file never sits in memory whole). Host: the record's own
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from pathlib import PurePath
 import time
 from collections.abc import Callable, Iterator
 
@@ -26,7 +28,7 @@ from ranklog.file_identity import identify, make_source_id
 from ranklog.record import arrow_schema
 
 from . import parse
-from .contract import SourceContext
+from .contract import Detected, SourceContext
 from .detection import detect
 
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -62,7 +64,12 @@ def read_log_dir(path: str) -> pa.Table:
 
 
 def list_log_files(path: str) -> list[tuple[str, object, int]]:
-    """(path, Detected, size) of every recognised regular file, sorted by path."""
+    """(path, Detected, size) of every recognised regular file, sorted by path.
+
+    Files under a torchrun ``--log-dir`` that sits in a subfolder of `path` take that folder's name
+    as their host (multi-node runs are collected as ``--log-dir logs/$(hostname)``, one folder per
+    node), unless the layout names the host itself.
+    """
     _check_dir(path)
     found = []
 
@@ -82,7 +89,29 @@ def list_log_files(path: str) -> list[tuple[str, object, int]]:
             detected = detect(file_path)
             if detected is not None:
                 found.append((file_path, detected, size))
-    return found
+    return _hosts_from_node_folders(path, found)
+
+
+def _hosts_from_node_folders(root: str, found: list[tuple[str, object, int]]) -> list[tuple[str, object, int]]:
+    """Lend the node folder's name (the parent of a torchrun run folder below `root`) as host."""
+    root = os.path.abspath(root)
+    node_dirs = set()
+    for file_path, detected, _ in found:
+        if detected.format.startswith("torchrun") and "attempt" in detected.fields:
+            parts = PurePath(os.path.abspath(file_path)).parts
+            at = next(i for i in range(len(parts) - 1, -1, -1) if parts[i] == f"attempt_{detected.fields['attempt']}")
+            node_dir = os.path.join(*parts[:at - 1])
+            if node_dir != root and node_dir.startswith(root + os.sep):
+                node_dirs.add(node_dir + os.sep)
+    if not node_dirs:
+        return found
+    out = []
+    for file_path, detected, size in found:
+        node = next((d for d in node_dirs if os.path.abspath(file_path).startswith(d)), None)
+        if node is not None and not detected.fields.get("host"):
+            detected = Detected(detected.format, {**detected.fields, "host": os.path.basename(node[:-1])})
+        out.append((file_path, detected, size))
+    return out
 
 
 def _check_dir(path: str) -> None:

@@ -4,13 +4,20 @@ Recognised in the message of every text format (verl prints them from its driver
 reach Ray driver logs, Ray worker files and torchrun logs as well as plain console captures). The
 record gets ``step`` and ``attrs.metrics`` = {name: number}: finite numbers as JSON numbers,
 non-finite ones as the strings ``"nan"``, ``"inf"``, ``"-inf"`` (JSON has no NaN, and a NaN loss is
-exactly what triage must see); values that are not numbers go to ``attrs.step_fields``.
+exactly what triage must see); values that are not numbers go to ``attrs.step_fields``. A value is
+read in any repr verl's logger prints (it uses ``pprint.pformat``): ``0.5``, ``nan``, ``inf``,
+``np.float64(nan)``, ``np.int32(877)`` (numpy 2), ``tensor(0.5)``, ``tensor(nan, device='cuda:0')``.
+
+Other text lines that name their training step (``step 3 …``, ``Step 12/500``, ``global_step=40``,
+``[step 7]``) get ``step`` too, so a traceback's rank has a step to be placed at: the number that
+follows the word ``step`` as a word of its own (not ``steps``, ``step_time``, ``timestep``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -20,6 +27,15 @@ import pyarrow.compute as pc
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE
 
 STEP_PATTERN = r"^step:\d+ - \S+?:"
+# "step 3 micro 0", "Step 12/500", "global_step=40", "[step 7]", "step: 5" (not "steps 3", "timestep 4")
+TEXT_STEP = r"(?i)(?:^|[^\w/])(?:global[_ ])?step\s*(?:[:=#]\s*)?\[?(?P<step>\d{1,12})\b"
+_REPR = re.compile(r"^(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*([^,()]+?)\s*(?:,.*)?\)$")
+
+
+def _number_text(value: str) -> str:
+    """The number inside a numpy/torch repr (``np.float64(nan)`` → ``nan``), else `value` as is."""
+    match = _REPR.match(value)
+    return match.group(1) if match else value
 
 
 def parse_step_line(text: str) -> tuple[int, dict[str, Any]] | None:
@@ -35,13 +51,14 @@ def parse_step_line(text: str) -> tuple[int, dict[str, Any]] | None:
         name, value = name.strip(), value.strip()
         if not sep or not name:
             continue
+        plain = _number_text(value)
         try:
-            number = float(value)
+            number = float(plain)
         except ValueError:
             fields[name] = value
             continue
         if math.isfinite(number):
-            metrics[name] = int(number) if number.is_integer() and "." not in value and "e" not in value.lower() else number
+            metrics[name] = int(number) if number.is_integer() and "." not in plain and "e" not in plain.lower() else number
         else:
             metrics[name] = "nan" if math.isnan(number) else ("inf" if number > 0 else "-inf")
     attrs: dict[str, Any] = {"metrics": metrics}
@@ -52,6 +69,7 @@ def parse_step_line(text: str) -> tuple[int, dict[str, Any]] | None:
 
 def extract_steps(msg: pa.Array, step: pa.Array | None, attrs: pa.Array | None) -> tuple[pa.Array | None, pa.Array | None]:
     """`step` and `attrs` columns with the step lines of `msg` folded in (unchanged when none)."""
+    step = _text_steps(msg, step)
     candidates = np.asarray(pc.fill_null(pc.starts_with(msg, "step:"), False))
     if not candidates.any():
         return step, attrs
@@ -79,3 +97,17 @@ def extract_steps(msg: pa.Array, step: pa.Array | None, attrs: pa.Array | None) 
                 pass
         attr_values[i] = json.dumps(extra, separators=(",", ":"), ensure_ascii=False)
     return pa.array(steps, pa.int64()), pa.array(attr_values, pa.string())
+
+
+def _text_steps(msg: pa.Array, step: pa.Array | None) -> pa.Array | None:
+    """`step` with the steps that plain text lines name filled in where the record has none."""
+    if step is not None and step.null_count == 0:
+        return step
+    mentions = pc.fill_null(pc.match_substring(msg, "step", ignore_case=True), False)
+    if not pc.any(mentions).as_py():
+        return step
+    found = pc.extract_regex(pc.if_else(mentions, msg, pa.scalar(None, pa.string())), TEXT_STEP)
+    numbers = pc.struct_field(found, [0])
+    parsed = pc.if_else(pc.less_equal(pc.utf8_length(numbers), 12), numbers, pa.scalar(None, pa.string()))
+    parsed = parsed.cast(pa.int64())
+    return parsed if step is None else pc.coalesce(step.cast(pa.int64()), parsed)

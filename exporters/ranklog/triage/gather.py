@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 INCIDENTS_PER_RANK = 100
 WARNINGS_PER_RANK = 5
 LAST_LINES = 10
-TAIL_WINDOW_NS = 600 * 1_000_000_000
+SECOND_NS = 1_000_000_000
+TAIL_WINDOW_NS = 600 * SECOND_NS
 # A cheap RE2 prefilter on INFO/UNKNOWN/DEBUG text; signatures.match() decides afterwards. A test
 # checks that every signature example of the scenario library passes it.
 KEYWORDS = (
@@ -159,6 +160,19 @@ class TriageData:
         spec = QuerySpec(start_ns=start_ns, end_ns=end_ns, order=())
         return cls.from_table(read(source, spec, columns=list(COLUMNS)), source.describe())
 
+    def join_torchrun_ranks(self) -> bool:
+        """Give records that know only their local rank their global rank (:mod:`.torchrun_ranks`);
+        ``all_records`` becomes the joined view. False when nothing could be mapped."""
+        from .torchrun_ranks import joined_sql, rank_map, register
+
+        mapping = rank_map(self.con, "all_records")
+        if not mapping:
+            return False
+        register(self.con, mapping)
+        self.con.execute("ALTER VIEW all_records RENAME TO torchrun_read_records")
+        self.con.execute(f"CREATE VIEW all_records AS {joined_sql('torchrun_read_records')}")
+        return True
+
     # -- selection ----------------------------------------------------------------------------------
     def select(self, jobs: Sequence[str] = (), start_ns: int | None = None, end_ns: int | None = None,
                single_host: bool = False) -> None:
@@ -261,6 +275,20 @@ class TriageData:
         """The `count` records the same rank (same host) wrote just before `line`, oldest first."""
         return self._tail(line.host, line.rank, line.ts, count, exclude=line)
 
+    def step_at(self, line: Line) -> int | None:
+        """The training step `line`'s rank was at: the highest step its records named up to `line`.
+
+        torchelastic's ``error.json`` stamps whole seconds, so for it "up to" reaches the end of
+        that second (the step line the rank wrote just before dying is in it).
+        """
+        until = line.ts + (SECOND_NS - 1 if line.format == "torchrun-error" else 0)
+        rows = self.query(f"""
+            SELECT max(step) FROM records
+            WHERE host = ? AND rank IS NOT DISTINCT FROM ? AND step IS NOT NULL
+              AND ts <= {_ts_literal(until + 1000)} AND ts >= {_ts_literal(until - TAIL_WINDOW_NS)}""",
+                          [line.host, line.rank])
+        return rows[0][0] if rows and rows[0][0] is not None else None
+
     def last_lines(self, process: Process, count: int = LAST_LINES) -> list[Line]:
         """The last `count` records of a rank (or of the rank-less processes of a host), oldest first."""
         return self._tail(process.host, process.rank, process.last_ts, count)
@@ -292,6 +320,11 @@ def gather(data: TriageData, job: str | None = None, start_ns: int | None = None
     started = time.perf_counter()
     groups = data.summary(start_ns, end_ns)
     timings = {"scan: ranks and jobs": time.perf_counter() - started}
+    if len({g.host for g in groups}) > 1 and any(g.rank is None and g.local_rank is not None for g in groups):
+        mark = time.perf_counter()
+        if data.join_torchrun_ranks():
+            groups = data.summary(start_ns, end_ns)
+        timings["torchrun ranks"] = time.perf_counter() - mark
     mark = time.perf_counter()
     groups = _join_identity(data, groups, start_ns, end_ns)
     workers = worker_pids(data.con, "all_records")

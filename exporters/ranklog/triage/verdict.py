@@ -61,6 +61,8 @@ def decide(evidence: Evidence, data: TriageData | None = None) -> Verdict:
         verdict.step = _reached_step(evidence, verdict.ranks)
     if data is not None and verdict.decisive is not None:
         verdict.before = data.lines_before(verdict.decisive)
+        if verdict.step is None and verdict.decisive.rank is not None:
+            verdict.step = data.step_at(verdict.decisive)
     elif data is not None and verdict.subject is not None:
         verdict.before = data.last_lines(verdict.subject)
     return verdict

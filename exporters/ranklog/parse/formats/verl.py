@@ -6,15 +6,20 @@
   on Ray and its console carries Ray's ``(TaskRunner pid=…)`` prefixes.
 - ``verl-jsonl``: verl's file logger, one ``{"step": N, "data": {"actor/pg_loss": 0.12, …}}`` per
   line → one record per line with ``step``, msg ``step N``, level INFO and ``attrs.metrics`` = data
-  (non-finite numbers as strings, as for the console). Recognised by name (``*metric*.jsonl``) or
+  (non-finite numbers as strings, as for the console). verl writes it with orjson, which turns NaN
+  and Inf into ``null``: a ``null`` metric is read as ``"nan"`` (non-finite), and the message names
+  the non-finite metrics (``step 4 - actor/grad_norm:nan - actor/pg_loss:nan``) so that the line
+  reads like the console's and the failure signatures see it. Recognised by name (``*metric*.jsonl``) or
   by its first line (:mod:`.detect`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -41,7 +46,8 @@ def parse_verl_jsonl(data: bytes, base_offset: int, ctx: SourceContext, *, final
     batch = result.batch
     if batch.num_rows:
         structured = pc.not_equal(batch.column("format"), "text")
-        step_text = pc.binary_join_element_wise("step ", batch.column("step").cast(pa.string()), "")
+        step_text = pc.binary_join_element_wise("step ", batch.column("step").cast(pa.string()),
+                                                _nonfinite_suffix(batch.column("attrs")), "")
         msg = pc.if_else(pc.and_(structured, pc.is_valid(step_text)), step_text, batch.column("msg"))
         level = pc.if_else(pc.and_(structured, pc.equal(batch.column("level"), "UNKNOWN")), "INFO",
                            batch.column("level"))
@@ -58,7 +64,20 @@ def _metrics_attrs(extras: dict[str, Any]) -> dict[str, Any]:
     return extras
 
 
+def _nonfinite_suffix(attrs: pa.Array) -> pa.Array:
+    """`` - name:nan - …`` for the rows whose metrics hold non-finite values, else ``""``."""
+    flagged = pc.fill_null(pc.match_substring_regex(attrs, r'"(?:nan|-?inf)"'), False)
+    suffix = [""] * len(attrs)
+    for i in np.flatnonzero(np.asarray(flagged)).tolist():
+        metrics = json.loads(attrs[i].as_py()).get("metrics") or {}
+        bad = [f"{name}:{value}" for name, value in metrics.items() if value in ("nan", "inf", "-inf")]
+        suffix[i] = "".join(f" - {text}" for text in bad)
+    return pa.array(suffix, pa.string())
+
+
 def _json_number(value: Any) -> Any:
+    if value is None:
+        return "nan"  # orjson's spelling of NaN and Inf
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     return value

@@ -12,4 +12,4 @@ JOB = VerlRun(backends="console,file", worker_args=["--bad-step", "6", "--bad-va
 if __name__ == "__main__":
     run(JOB, HERE / "out")
     finish(HERE, doc=__doc__, commands=command_lines(JOB), tools=("verl", "numpy", "torch"), failure=True, rank=None,
-           node="node0", category="non-finite loss/gradients", step=6, decisive="np.float64(inf)")
+           node=None, category="non-finite loss/gradients", step=6, decisive="np.float64(inf)")

@@ -12,4 +12,4 @@ JOB = VerlRun(backends="console", worker_args=["--bad-step", "5", "--bad-value",
 if __name__ == "__main__":
     run(JOB, HERE / "out")
     finish(HERE, doc=__doc__, commands=command_lines(JOB), tools=("verl", "numpy", "torch"), failure=True, rank=None,
-           node="node0", category="non-finite loss/gradients", step=5, decisive="actor/grad_norm:np.float64(nan)")
+           node=None, category="non-finite loss/gradients", step=5, decisive="actor/grad_norm:np.float64(nan)")

@@ -12,4 +12,4 @@ JOB = VerlRun(backends="file", worker_args=["--bad-step", "4", "--bad-value", "n
 if __name__ == "__main__":
     run(JOB, HERE / "out")
     finish(HERE, doc=__doc__, commands=command_lines(JOB), tools=("verl", "numpy", "torch"), failure=True, rank=None,
-           node="node0", category="non-finite loss/gradients", step=4, decisive='"actor/grad_norm":null')
+           node=None, category="non-finite loss/gradients", step=4, decisive='"actor/grad_norm":null')
