@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from pathlib import PurePath
 import time
 from collections.abc import Callable, Iterator
+from pathlib import PurePath
 
 import pyarrow as pa
 
