@@ -38,7 +38,7 @@ SIGNATURES: tuple[Signature, ...] = (
               r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=\d+.*?ran for \d+ milliseconds before timing out|collective operation timeout|Timed out waiting .* for (?:the )?(?:store|collective)|ProcessGroupGloo.*[Tt]imed out|Socket Timeout",
               consequence=True, priority=30),
     Signature("raylet_died", "Ray actor death",
-              r"[Rr]aylet (?:died|is dead|has died|process .* died)|The node with node id: \S+ .* has been marked dead|GCS failed to|Raylet .* exited", consequence=True, priority=40),
+              r"[Rr]aylet (?:died|is dead|has died|process .* died)|Raylet is terminated\. Termination is unexpected|The node with node id: \S+ .* has been marked dead|GCS failed to|Raylet .* exited", consequence=True, priority=40),
     Signature("ray_actor_died", "Ray actor death",
               r"ActorDiedError|The actor died unexpectedly|RayActorError"
               r"|A worker died or was killed while executing a task", consequence=True, priority=45),

@@ -37,6 +37,8 @@ _SEQNUM = re.compile(r"SeqNum=(\d+)")
 _LAST_ENQUEUED = re.compile(r"last enqueued (?:NCCL )?work:\s*(\d+)", re.IGNORECASE)
 _TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d+)|ran for (\d+) milliseconds|Timed out waiting (\d+)\s*ms|timeout of (\d+)\s*ms")
 _PID = re.compile(r"\bpid[=:]\s*(\d+)", re.IGNORECASE)  # Ray: "(pid=123, ip=…)", "pid: 123", "Worker PID: 123"
+# Failures of a whole node: the pids in their text (a raylet's dump of its last lines) are bystanders.
+_NODE_LEVEL = frozenset({"raylet_died"})
 _WORKER_ID = re.compile(r"\bworker[ _]id\s*(?:=|:)\s*([0-9a-f]{16,})", re.IGNORECASE)  # GCS/raylet: "worker id = …"
 _ACTOR_NAME = re.compile(r"\bname[=:]\s*([\w.:\-]+)")
 _KERNEL_KILL = re.compile(r"Killed process (\d+)")
@@ -187,7 +189,7 @@ def _subject(line: Line, sig: Signature | None, by_pid: dict[int, Process],
     named = _RANK_IN_TEXT.search(line.msg)
     if named:  # NCCL's "[Rank 3]" / torch's "[rank3]:" name the global rank the parser could not place
         return int(named.group(1) or named.group(2)), line.host
-    if sig is None:
+    if sig is None or sig.name in _NODE_LEVEL:
         return None, line.host
     for pattern in (_KERNEL_KILL, _PID):
         for match in pattern.finditer(line.text):

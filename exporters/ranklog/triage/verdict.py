@@ -103,7 +103,8 @@ def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
     rivals = [inc for inc in ordered[1:] if inc not in together and inc.category != primary.category
               and abs(inc.adj_ts - primary.adj_ts) <= window and inc.host != primary.host]
     ranks = sorted({inc.rank for inc in together if inc.rank is not None})
-    hosts = sorted({inc.host for inc in together})
+    # "unknown" (a file that names no machine, e.g. a driver's console) adds nothing beside a named host
+    hosts = sorted({inc.host for inc in together} - {"unknown"}) or sorted({inc.host for inc in together})
     reasons = []
     category = primary.category or "unknown"
     who = describe_ranks(ranks) or f"a process on {primary.host}"
