@@ -7,11 +7,12 @@ rank failed first, with which message, and when.
 
     tree = write_ranklog_tree(tmp_path / "logs", failing_rank=3)      # <job>/<host>/rank-N.pid-P.0000.jsonl
     tree = write_torchrun_tree(tmp_path / "tr", nproc=4, failing_local_rank=1, failure="cuda_oom")
-    tree = write_ray_session(tmp_path / "ray")                        # session_*/logs/worker-*-<job>-<pid>.out|err …
+    tree = write_ray_session(tmp_path / "ray")                        # real Ray sessions (copied, see below)
     tree = write_verl_run(tmp_path / "verl", steps=20)                # console capture + metrics JSONL
     tree.expected_records()  # → total; tree.files[i].records per file; tree.first_failure → Failure
 
-The message strings are the real ones (NCCL watchdog, CUDA OOM, Ray ActorDiedError and OOM killer,
+The Ray tree is not written by hand: it is real Ray output from the scenario library
+(tests/scenarios/ray_*), copied. The message strings of the others are the real ones (NCCL watchdog, CUDA OOM, Ray ActorDiedError and OOM killer,
 verl step lines), so failure-signature matching in the agent and triage works on them unchanged.
 Timestamps are deterministic: ``start`` (default 2026-12-02T13:00:00Z) plus one second per step;
 the failing rank fails at ``fail_after`` steps, the others time out 600 s later (as NCCL does).
@@ -246,67 +247,41 @@ def write_torchrun_tree(root: Path, *, run_id: str = "3f2c1a9e-7b4d-4e21-9c8a-5d
 
 
 # -- Ray -------------------------------------------------------------------------------------------
-def write_ray_session(root: Path, *, job_id: str = "01000000", workers: int = 2, steps: int = 6,
-                      oom_worker: int | None = 1, start: datetime = START,
-                      session: str = "session_2026-12-02_13-00-00_123456_4242") -> Tree:
-    """`<root>/<session>/logs/` as Ray lays it out: `worker-<worker_id>-<job_id>-<pid>.{out,err}` per actor
-    (`:job_id:` / `:actor_name:WorkerDict_0:<i>` markers, prints, Python logging, Ray JSON structured log
-    lines on .err), `raylet.out` (C++ layout, with the OOM killer message when `oom_worker` is set),
-    `gcs_server.out`, `python-core-worker-<id>_<pid>.log`, and the driver's `job-driver-raysubmit_x.log`
-    with `(WorkerDict pid=…, ip=…)`-prefixed forwarded lines and the driver's ActorDiedError."""
-    tree = Tree(root=Path(root), job=job_id)
-    logs = tree.root / session / "logs"
-    rng = random.Random(7)
-    driver: list[str] = []
-    driver_records = 0
-    for w in range(workers):
-        worker_id = "".join(rng.choice("0123456789abcdef") for _ in range(56))
-        pid = 41230 + w
-        actor = f"WorkerDict_0:{w}"
-        out = [f":job_id:{job_id}", f":actor_name:{actor}"]
-        records = 2
-        for s in range(steps):
-            out.append(f"step {s} loss {2.0 / (s + 1):.4f}")
-            records += 1
-        err = [f":job_id:{job_id}", f":actor_name:{actor}"]
-        err_records = 2
-        for s in range(steps // 2):
-            t = start + timedelta(seconds=s)
-            err.append(json.dumps({"asctime": _py_ts(t), "levelname": "INFO", "message": f"rollout batch {s} ready",
-                                   "filename": "fsdp_workers.py", "lineno": 512, "job_id": job_id,
-                                   "worker_id": worker_id, "node_id": "c2f1e0d9b8a7" * 4, "actor_name": actor,
-                                   "timestamp_ns": int(t.timestamp() * 1e9)}))
-            err_records += 1
-        t = start + timedelta(seconds=steps)
-        err.append(f"{_py_ts(t)}\tWARNING worker.py:221 -- gradient accumulation boundary reached late")
-        err_records += 1
-        name = f"worker-{worker_id}-{job_id}-{pid}"
-        tree.files.append(WrittenFile(logs / f"{name}.out", "ray", records, _write(logs / f"{name}.out", out)))
-        tree.files.append(WrittenFile(logs / f"{name}.err", "ray", err_records, _write(logs / f"{name}.err", err)))
-        for s in range(2):
-            driver.append(f"(WorkerDict pid={pid}, ip=10.0.0.{w + 1}) step {s} loss {2.0 / (s + 1):.4f}")
-            driver_records += 1
-        core = logs / f"python-core-worker-{worker_id}_{pid}.log"
-        core_lines = [f"[{_py_ts(start)} I {pid} {pid}] core_worker.cc:215: Constructing CoreWorker. worker_id: {worker_id}",
-                      f"[{_py_ts(start)} I {pid} {pid + 7}] core_worker.cc:1035: Adding pinned object"]
-        tree.files.append(WrittenFile(core, "ray", 2, _write(core, core_lines)))
-    raylet = [f"[{_py_ts(start)} I 4100 4100] (raylet) main.cc:180: Setting cluster ID to: 8a7b6c5d",
-              f"[{_py_ts(start)} I 4100 4100] (raylet) node_manager.cc:412: Raylet of id c2f1e0d9b8a7 started."]
-    if oom_worker is not None:
-        t = start + timedelta(seconds=steps, milliseconds=250)
-        raylet.append(f"[{_py_ts(t)} E 4100 4100] (raylet) node_manager.cc:3069: {RAY_OOM_KILL.splitlines()[0]}")
-        raylet += ["  " + line for line in RAY_OOM_KILL.splitlines()[1:]]
-        tree.first_failure = Failure(None, t, RAY_OOM_KILL.splitlines()[0], logs / "raylet.out")
-    tree.files.append(WrittenFile(logs / "raylet.out", "ray", 2 + (oom_worker is not None), _write(logs / "raylet.out", raylet)))
-    gcs = [f"[{_py_ts(start)} I 4000 4000] (gcs_server) gcs_server.cc:56: GCS server started, listening on port 6379"]
-    tree.files.append(WrittenFile(logs / "gcs_server.out", "ray", 1, _write(logs / "gcs_server.out", gcs)))
-    if oom_worker is not None:
-        t = start + timedelta(seconds=steps + 1)
-        driver.append(f"{_py_ts(t)}\tERROR worker.py:420 -- Exception in training loop")
-        driver += traceback_lines(RAY_ACTOR_DIED, ("main_ppo.py", "ray_trainer.py"))
-        driver_records += 1
-    path = logs / "job-driver-raysubmit_Kx3bT9.log"
-    tree.files.append(WrittenFile(path, "ray", driver_records, _write(path, driver)))
+RAY_SCENARIOS = ("ray_verl_worker_group", "ray_memory_monitor")
+
+
+def write_ray_session(root: Path, *, scenarios: tuple[str, ...] = RAY_SCENARIOS) -> Tree:
+    """Real Ray sessions under `root`: the ``session_*/logs/*.{out,err,log}`` files (what the ray preset
+    reads) of the scenario library's real Ray 2.60 runs (tests/scenarios/<name>/out/<host>/), copied
+    byte for byte. The defaults give a verl-style named actor group with JSON logging
+    (``kZ3xWqWorkerDict_0:<rank>`` actors, a RayTaskError) and a memory-monitor kill.
+
+    Each file's ``records`` is what parsing the whole file in one call yields: what the chunked,
+    tailed and directory readers are checked against (nothing is written by hand here)."""
+    import shutil
+
+    from ranklog.parse import parse
+    from ranklog.parse.contract import SourceContext
+    from ranklog.parse.detection import detect
+
+    tree = Tree(root=Path(root))
+    library = Path(__file__).resolve().parents[1] / "scenarios"
+    for name in scenarios:
+        for logs in sorted((library / name / "out").glob("*/session_*/logs")):
+            target = tree.root / logs.parent.name / "logs"
+            target.mkdir(parents=True, exist_ok=True)
+            for path in sorted(p for p in logs.iterdir() if p.is_file() and p.suffix in (".out", ".err", ".log")):
+                copy = target / path.name
+                shutil.copy2(path, copy)
+                data = copy.read_bytes()
+                found = detect(str(copy))
+                records = 0
+                if data and found is not None:
+                    ctx = SourceContext(source=str(copy), source_id="x", format=found.format, host="unknown",
+                                        ip="unknown", fields={k: v for k, v in found.fields.items() if k != "host"})
+                    records = parse(data, 0, ctx, final=True, read_time_ns=0).batch.num_rows
+                if data:  # Ray's empty .err/.out files are copied too; they hold no record to list
+                    tree.files.append(WrittenFile(copy, "ray", records, data.count(b"\n")))
     return tree
 
 
