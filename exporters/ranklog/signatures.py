@@ -60,7 +60,13 @@ SIGNATURES: tuple[Signature, ...] = (
     # A worker killed by SIGKILL (the kernel OOM killer, a scheduler's hard kill): it leaves no line of
     # its own, only the launcher's report (torchrun's failure summary / "failed (exitcode: -9)").
     Signature("process_sigkilled", "killed (SIGKILL)",
-              r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|failed \(exitcode: -9\)", priority=70),
+              r"exitcode\s*:\s*-9\b|Signal 9 \(SIGKILL\) received by PID|failed \(exitcode: -9\)", priority=80),
+    # The run was stopped from outside (an outer `timeout`, the scheduler, a user's Ctrl-C): what every
+    # process prints then is a consequence; what made someone stop it is the question (often a hang).
+    Signature("terminated_by_signal", "terminated by signal",
+              r"SignalException: Process \d+ got signal: (?:1|2|15)\b|Received (?:1|2|15) death signal"
+              r"|Signal (?:1|2|15) \(SIG(?:HUP|INT|TERM)\) received by PID|exitcode\s*:\s*-15\b",
+              consequence=True, priority=35),
     Signature("launcher_child_failed", "uncaught exception",
               r"ChildFailedError|failed \(exitcode: -?\d+\) local_rank: \d+", consequence=True, priority=20),
 )
@@ -69,7 +75,8 @@ _COMPILED = tuple((sig, re.compile(sig.pattern, re.MULTILINE)) for sig in SIGNAT
 BY_NAME: dict[str, Signature] = {sig.name: sig for sig in SIGNATURES}
 CATEGORIES: tuple[str, ...] = (
     "CUDA OOM", "CUDA error", "NCCL error", "NCCL/collective timeout", "Ray actor death", "host OOM kill",
-    "non-finite loss/gradients", "killed (SIGKILL)", "uncaught exception", "hang/silence", "unknown",
+    "non-finite loss/gradients", "killed (SIGKILL)", "uncaught exception", "hang/silence", "terminated by signal",
+    "unknown",
 )
 
 

@@ -115,6 +115,16 @@ def judge(truth: Truth, result: dict[str, Any]) -> dict[str, bool]:
 
 
 def _decisive_text(verdict: dict[str, Any]) -> str:
-    """The decisive record's text; for a verdict resting on silence, the rank's last lines."""
+    """The decisive record's text — as parsed, and its line as the tool wrote it (read at its source
+    and offset) — or, for a verdict resting on silence, the rank's last line."""
     lines = [verdict.get("decisive") or {}, *(verdict.get("before") or [])[-1:]]
-    return "\n".join(f"{line.get('msg') or ''}\n{line.get('exc') or ''}" for line in lines)
+    return "\n".join(f"{line.get('msg') or ''}\n{line.get('exc') or ''}\n{_written(line)}" for line in lines)
+
+
+def _written(line: dict[str, Any]) -> str:
+    source, offset = line.get("source"), line.get("offset")
+    if not source or offset is None or not Path(source).is_file():
+        return ""
+    with open(source, "rb") as handle:
+        handle.seek(offset)
+        return handle.read(4096).split(b"\n", 1)[0].decode("utf-8", "replace")

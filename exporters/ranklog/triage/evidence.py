@@ -31,6 +31,9 @@ SECOND = 1_000_000_000
 MIN_UNCERTAINTY = 1 * SECOND
 START_ANCHOR_TOLERANCE = 30 * SECOND  # ranks of a healthy job start within this of each other
 SILENCE_MIN = 60 * SECOND  # with no timeouts, quiet for this long (and 20 typical gaps) is silence
+# In a run that was ended (terminated, peers lost), a rank is the hang when the others went on after
+# its last line for at least this part of the run (and a clock's uncertainty, and two of its own gaps).
+QUIET_FRACTION = 0.1
 STRONG_PRIORITY = 75  # signatures at or above this priority are causes in their own right
 
 _SEQNUM = re.compile(r"SeqNum=(\d+)")
@@ -45,6 +48,10 @@ _KERNEL_KILL = re.compile(r"Killed process (\d+)")
 _KEYWORDS = re.compile(KEYWORDS)
 # The writer says it recovers ("… so the task will be retried", "retrying in 1s"): not a failure yet.
 _RETRIED = re.compile(r"will be retried|\b[Rr]etrying\b")
+# An entry of torchrun's failure summary ("[0]:\n  time : …\n  host : node0\n  rank : 1 (local_rank: 1)\n
+#   exitcode : -9 (pid: 26251)") is about the rank it names.
+_TORCHRUN_ROOT_CAUSE = re.compile(r"\[\d+\]:\s*time\s*:\s*\S+\s*host\s*:\s*(?P<host>\S+)\s*"
+                                  r"rank\s*:\s*(?P<rank>\d+) \(local_rank: \d+\)")
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]|^\[rank(\d+)\]:")
 
 
@@ -191,6 +198,9 @@ def _subject(line: Line, sig: Signature | None, by_pid: dict[int, Process],
         return int(named.group(1) or named.group(2)), line.host
     if sig is None or sig.name in _NODE_LEVEL:
         return None, line.host
+    summary = _TORCHRUN_ROOT_CAUSE.search(line.text)
+    if summary:
+        return int(summary["rank"]), line.host
     for pattern in (_KERNEL_KILL, _PID):
         for match in pattern.finditer(line.text):
             victim = by_pid.get(int(match.group(1)))
@@ -319,6 +329,8 @@ def _silent(incidents: list[Incident], processes: list[Process], offsets: dict[s
             if last <= began + MIN_UNCERTAINTY or (seqnums.timeout_ns is None and last < first_timeout):
                 out.append(Silent(proc, first_timeout - last, "the first collective timeout"))
         return out
+    if any(inc.consequence for inc in incidents):
+        return _stopped_first(incidents, ranked, offsets)
     lasts = sorted(p.last_ts - offsets.get(p.host, 0) for p in ranked)
     reference = int(statistics.median(lasts))
     for proc in ranked:
@@ -327,3 +339,32 @@ def _silent(incidents: list[Incident], processes: list[Process], offsets: dict[s
         if reference - last > max(SILENCE_MIN, 20 * typical_gap) and proc.rank not in errored:
             out.append(Silent(proc, reference - last, "the other ranks' last records"))
     return out
+
+
+def _stopped_first(incidents: list[Incident], ranked: list[Process], offsets: dict[str, int]) -> list[Silent]:
+    """In a run that was ended from outside or fell apart (no timeout of its own), the rank that went
+    quiet first while the others went on for a meaningful part of the run: it is where the run hung.
+
+    A rank that failed with an error of its own is not silent (its error speaks), and the others'
+    going on must be more than clock noise (a second) and tell of progress the rank did not make:
+    they reached a later training step than its last one (synchronous training advances all ranks
+    together), or, without steps, they went on for :data:`QUIET_FRACTION` of the run and two of the
+    rank's own typical gaps between records.
+    """
+    caused = {inc.rank for inc in incidents if inc.is_error and not inc.consequence and inc.rank is not None}
+    last = {id(p): p.last_ts - offsets.get(p.host, 0) for p in ranked}
+    first = min(p.first_ts - offsets.get(p.host, 0) for p in ranked)
+    earliest = min(ranked, key=lambda p: last[id(p)])
+    if earliest.rank in caused:
+        return []
+    others = [p for p in ranked if p is not earliest]
+    went_on = min(last[id(p)] for p in others) - last[id(earliest)]
+    if went_on < MIN_UNCERTAINTY:
+        return []
+    steps = [p.last_step for p in others]
+    behind = earliest.last_step is not None and None not in steps and earliest.last_step < min(steps)
+    span = max(last.values()) - first
+    typical_gap = (earliest.last_ts - earliest.first_ts) // max(1, earliest.records - 1)
+    if behind or went_on >= max(QUIET_FRACTION * span, 2 * typical_gap):
+        return [Silent(earliest, went_on, "the other ranks' last records")]
+    return []

@@ -93,7 +93,8 @@ def _firsts(incidents: list[Incident]) -> list[Incident]:
 def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
     key = _order_key(candidates)
     ordered = sorted(candidates, key=key)
-    primary = ordered[0]
+    primary = _with_step(ordered[0], evidence)
+    ordered[0] = primary
     window = max(evidence.uncertainty_ns, SECOND)
     together = [primary] + [
         inc for inc in ordered[1:]
@@ -138,6 +139,19 @@ def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
                    primary.signature.name if primary.signature else None, primary.line.step)
 
 
+def _with_step(primary: Incident, evidence: Evidence) -> Incident:
+    """`primary`, or the record of the same event that names its step: the same subject's first
+    incident of the same category within the clock uncertainty that carries a step (verl prints
+    "grad_norm is not finite" just before the step's metrics line with the NaN)."""
+    if primary.line.step is not None:
+        return primary
+    window = max(evidence.uncertainty_ns, SECOND)
+    same = [inc for inc in evidence.incidents
+            if inc.line.step is not None and inc.category == primary.category and inc.rank == primary.rank
+            and inc.host == primary.host and abs(inc.adj_ts - primary.adj_ts) <= window]
+    return min(same, key=lambda inc: (inc.adj_ts, inc.line.step)) if same else primary
+
+
 def _from_causes(evidence: Evidence) -> Verdict | None:
     strong = [inc for inc in evidence.incidents if inc.strong and not inc.handled]
     # A raylet or kernel line and the driver's error naming the killed worker describe one event:
@@ -149,6 +163,13 @@ def _from_causes(evidence: Evidence) -> Verdict | None:
 def _from_errors(evidence: Evidence) -> Verdict | None:
     timeouts = [inc.adj_ts for inc in evidence.incidents if inc.consequence]
     first_consequence = min(timeouts) if timeouts else None
+    # An error is the aftermath of a consequence only against the same clock: a host's own first
+    # consequence (its peers' "connection closed" after it failed) when it has one, so a node whose
+    # clock runs ahead is not ruled out by consequences stamped by another node's clock.
+    first_on_host: dict[str, int] = {}
+    for inc in evidence.incidents:
+        if inc.consequence:
+            first_on_host[inc.line.host] = min(first_on_host.get(inc.line.host, inc.adj_ts), inc.adj_ts)
     window = max(evidence.uncertainty_ns, SECOND)
     last_ts = {(proc.host, proc.rank): proc.last_ts for proc in evidence.processes}
     errors = []
@@ -161,7 +182,8 @@ def _from_errors(evidence: Evidence) -> Verdict | None:
             continue  # an error without a signature counts only when something visibly failed
         if not loud:
             continue  # a handled exception logged as a warning, and the rank went on working
-        if first_consequence is not None and inc.adj_ts > first_consequence + window:
+        after = first_on_host.get(inc.line.host, first_consequence)
+        if after is not None and inc.adj_ts > after + window:
             continue
         errors.append(inc)
     ranked = [inc for inc in errors if inc.rank is not None]
