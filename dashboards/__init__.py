@@ -13,6 +13,9 @@ Contracts other parts of the project rely on (the Ansible roles in particular):
 * Dashboards read from the Prometheus datasource picked in their ``datasource`` template variable
   (:data:`DATASOURCE_VARIABLE`); the provisioned datasource (uid :data:`DATASOURCE_UID`) is only
   its default, so the dashboards work on any Prometheus datasource of an existing Grafana.
+* Log panels, data links and annotations read the archive's Loki API through the Loki datasource in
+  the ``logs`` variable (:data:`LOGS_VARIABLE`, default uid :data:`LOGS_DATASOURCE_UID`); their LogQL
+  uses the record's labels (``job`` is the training job there, as in the archive).
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ DATASOURCE_UID = "ranklog-prometheus"
 DATASOURCE_NAME = "ranklog Prometheus"
 DATASOURCE_VARIABLE = "datasource"  # the dashboards' template variable holding the Prometheus datasource
 DASHBOARD_TAG = "ranklog"
+# The archive's Loki-compatible read API as a Grafana Loki datasource: logs panels, data links to
+# Explore and the triage annotations read from the datasource picked in LOGS_VARIABLE.
+LOGS_DATASOURCE_UID = "ranklog-archive"
+LOGS_DATASOURCE_NAME = "ranklog archive (logs)"
+LOGS_VARIABLE = "logs"
+ARCHIVE_URL = "http://127.0.0.1:8470"  # the provisioned default; the grafana role sets the real one
+ARCHIVE_TOKEN_ENV = "RANKLOG_ARCHIVE_TOKEN"  # Grafana expands it in the provisioning file
 
 # Levels that count as errors in rates, bursts and "top error producers".
 ERROR_LEVELS = "ERROR|CRITICAL"

@@ -1,16 +1,33 @@
-"""Grafana file provisioning (dashboards provider, Prometheus datasource) and the reference scrape config.
+"""Grafana file provisioning (dashboards provider, Prometheus and Loki datasources) and the reference
+scrape config.
 
-The Ansible roles copy these files as they are; the two deployment-specific values have defaults
-here and are plain YAML keys a role can override when templating: the datasource ``url`` (Grafana
-and Prometheus on the monitoring host: ``http://127.0.0.1:9090``) and the provider's ``path``
+The Ansible roles copy these files as they are; the deployment-specific values have defaults here and
+are plain YAML keys a role can override when templating: the Prometheus datasource's ``url`` (Grafana
+and Prometheus on the monitoring host: ``http://127.0.0.1:9090``), the Loki datasource's ``url`` (the
+archive, :data:`~dashboards.ARCHIVE_URL`) and its token, and the provider's ``path``
 (:data:`DASHBOARDS_PATH`, where the role puts ``generated/dashboards/*.json``).
+
+The Loki datasource is the archive's Loki API. Grafana sends the archive token as a custom header
+(``Authorization: Bearer …``, ``httpHeaderName1``/``httpHeaderValue1``); the generated file reads it from
+the environment of grafana-server (``$RANKLOG_ARCHIVE_TOKEN``, expanded by Grafana's provisioning),
+and the grafana role writes the vault's token in its place.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dashboards import AGENT_JOB, ARCHIVE_JOB, DASHBOARD_TAG, DATASOURCE_NAME, DATASOURCE_UID
+from dashboards import (
+    AGENT_JOB,
+    ARCHIVE_JOB,
+    ARCHIVE_TOKEN_ENV,
+    ARCHIVE_URL,
+    DASHBOARD_TAG,
+    DATASOURCE_NAME,
+    DATASOURCE_UID,
+    LOGS_DATASOURCE_NAME,
+    LOGS_DATASOURCE_UID,
+)
 
 DASHBOARDS_PATH = "/var/lib/grafana/dashboards/ranklog"
 PROMETHEUS_URL = "http://127.0.0.1:9090"
@@ -24,11 +41,16 @@ def dashboard_provider() -> dict[str, Any]:
     }]}
 
 
-def datasource(url: str = PROMETHEUS_URL) -> dict[str, Any]:
+def datasource(url: str = PROMETHEUS_URL, archive_url: str = ARCHIVE_URL) -> dict[str, Any]:
     return {"apiVersion": 1, "datasources": [{
         "name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "type": "prometheus", "access": "proxy", "url": url,
         "isDefault": True, "editable": False,
         "jsonData": {"httpMethod": "POST", "timeInterval": "15s", "prometheusType": "Prometheus"},
+    }, {
+        "name": LOGS_DATASOURCE_NAME, "uid": LOGS_DATASOURCE_UID, "type": "loki", "access": "proxy", "url": archive_url,
+        "isDefault": False, "editable": False,
+        "jsonData": {"maxLines": 1000, "timeout": 60, "httpHeaderName1": "Authorization"},
+        "secureJsonData": {"httpHeaderValue1": f"Bearer ${{{ARCHIVE_TOKEN_ENV}}}"},
     }]}
 
 

@@ -39,6 +39,7 @@ class Query:
     where: str  # "training.json: panel 'Step time' B" or "rule RanklogErrorBurst"
     expr: str
     instant: bool = False
+    kind: str = "prometheus"  # the datasource type: "prometheus" (PromQL) or "loki" (LogQL, the archive)
 
 
 def substitute(expr: str, values: dict[str, str] | None = None) -> str:
@@ -75,18 +76,28 @@ def variable_selector(query: str) -> str:
     return match.group(1)
 
 
-def dashboard_queries(directory: Path = GENERATED_DIR / "dashboards") -> Iterator[Query]:
-    """Every panel target and template variable query of the generated dashboards."""
+def dashboard_queries(directory: Path = GENERATED_DIR / "dashboards", kind: str = "prometheus") -> Iterator[Query]:
+    """Every panel target and template variable query of the generated dashboards on datasources of
+    type `kind` ("loki": the log panels and annotations, which the archive's Loki API answers)."""
     for path in sorted(directory.glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         for variable in data.get("templating", {}).get("list", []):
-            if variable.get("type") == "query":
+            if variable.get("type") == "query" and kind == "prometheus":
                 yield Query(f"{path.name}: variable {variable['name']}", variable_selector(variable["query"]),
                             instant=True)
         for panel in _panels(data.get("panels", [])):
             for tgt in panel.get("targets", []):
-                yield Query(f"{path.name}: panel {panel['title']!r} {tgt['refId']}", tgt["expr"],
-                            bool(tgt.get("instant")))
+                if _kind(tgt, panel) == kind:
+                    yield Query(f"{path.name}: panel {panel['title']!r} {tgt['refId']}", tgt["expr"],
+                                bool(tgt.get("instant")), kind)
+        for annotation in data.get("annotations", {}).get("list", []):
+            if annotation.get("expr") and _kind(annotation, annotation) == kind:
+                yield Query(f"{path.name}: annotation {annotation['name']!r}", annotation["expr"], False, kind)
+
+
+def _kind(target: dict, panel: dict) -> str:
+    """The datasource type of a target (its own datasource, else its panel's); Prometheus by default."""
+    return (target.get("datasource") or panel.get("datasource") or {}).get("type", "prometheus")
 
 
 def _panels(panels: list[dict]) -> Iterator[dict]:

@@ -7,7 +7,23 @@ from dashboards import (
     THROUGHPUT_METRIC,
     TOKENS_PER_SECOND_METRIC,
 )
-from dashboards.panels import RANKS, Grid, build_dashboard, stat, steps, table, target, targets, timeseries
+from dashboards.panels import (
+    ERROR_LINES,
+    LOG_STREAMS,
+    LOGS,
+    RANKS,
+    Grid,
+    build_dashboard,
+    logs,
+    logs_target,
+    stat,
+    steps,
+    table,
+    target,
+    targets,
+    timeseries,
+    triage_annotation,
+)
 from dashboards.rules import Thresholds
 
 T = Thresholds()
@@ -38,7 +54,8 @@ grid = (
                 (f"{KEEP:g} * avg_over_time({metric(THROUGHPUT_METRIC)}[{T.throughput_baseline}])",
                  "alert below ({{training_job}} rank {{rank}})")),
         "short", f"Tokens per second per GPU as logged by the job. The second line is the alert level: "
-                 f"{KEEP:.0%} of the {T.throughput_baseline} average (RanklogThroughputDropped)."), w=12)
+                 f"{KEEP:.0%} of the {T.throughput_baseline} average (RanklogThroughputDropped).",
+        rank_links=True), w=12)
     .add(timeseries(
         "Tokens per second (job)",
         targets((f"sum by (training_job) ({metric(TOKENS_PER_SECOND_METRIC)})", "{{training_job}}"),
@@ -54,16 +71,17 @@ grid = (
                 (f"ranklog:training_step_seconds:recent{{{RANKS}}}",
                  f"{T.step_time_window} average {{{{training_job}}}} rank {{{{rank}}}}")),
         "s", f"{STEP_TIME_METRIC} as logged, and the step time derived from step progress over "
-             f"{T.step_time_window} (what RanklogTrainingStalled compares against)."), w=12)
+             f"{T.step_time_window} (what RanklogTrainingStalled compares against).", rank_links=True), w=12)
     .add(timeseries("Step per rank", targets((f"ranklog_training_step{{{RANKS}}}", "{{training_job}} rank {{rank}}")),
-                    "none", "Latest training step of every rank: a lagging or stalled rank is a flat line."),
+                    "none", "Latest training step of every rank: a lagging or stalled rank is a flat line. "
+                            "Click a series for that rank's logs in Explore.", rank_links=True),
          w=12)
     .add(timeseries(
         "Steps behind the leading rank",
         targets((f"max by (training_job) (ranklog_training_step{{{RANKS}}}) - on(training_job) group_right() "
                  f"ranklog_training_step{{{RANKS}}}", "{{training_job}} rank {{rank}}")),
         "none", "How many steps each rank is behind the most advanced rank of its job (0 = in step).",
-        thresholds=steps(("green", None), ("yellow", 1), ("red", 10))), w=12)
+        thresholds=steps(("green", None), ("yellow", 1), ("red", 10)), rank_links=True), w=12)
     .add(table(
         "Seconds since the step last advanced",
         [target(f"sort_desc({since_step_advanced})", instant=True, table=True)],
@@ -72,10 +90,11 @@ grid = (
         thresholds=steps(("green", None), ("yellow", STALL_MIN / 2), ("red", STALL_MIN))), w=12)
     .row("Loss and gradients")
     .add(timeseries("Loss per rank", targets((metric(LOSS_METRICS), "{{name}} {{training_job}} rank {{rank}}")),
-                    "none", f"Loss metrics logged by each rank ({', '.join(LOSS_METRICS)})."), w=12)
+                    "none", f"Loss metrics logged by each rank ({', '.join(LOSS_METRICS)}).", rank_links=True), w=12)
     .add(timeseries("Grad norm per rank",
                     targets((metric(GRAD_NORM_METRICS), "{{name}} {{training_job}} rank {{rank}}")),
-                    "none", f"Gradient norms logged by each rank ({', '.join(GRAD_NORM_METRICS)})."), w=12)
+                    "none", f"Gradient norms logged by each rank ({', '.join(GRAD_NORM_METRICS)}).",
+                    rank_links=True), w=12)
     .row("Silent ranks")
     .add(stat("Silent ranks", target(f"count(({since_last_record}) > {SILENT_AFTER:g}) or vector(0)"), "none",
               f"Ranks with no record for more than {T.silent_after} (RanklogRankSilent fires when other ranks of "
@@ -84,10 +103,20 @@ grid = (
                [target(f"sort_desc({since_last_record})", instant=True, table=True)], "s",
                "Event time of each rank's newest record, as an age.", thresholds=silence_steps), w=8)
     .add(timeseries("Seconds since last record", targets((since_last_record, "{{training_job}} rank {{rank}}")), "s",
-                    "A rank whose line climbs while the others stay low went silent.",
-                    thresholds=silence_steps), w=12)
+                    "A rank whose line climbs while the others stay low went silent. Click it for its last records.",
+                    thresholds=silence_steps, rank_links=True), w=12)
+    .row("Logs (archive)")
+    .add(timeseries(
+        "Log records by level (archive)",
+        [logs_target(f"sum by (level) (count_over_time({{{LOG_STREAMS}}} [$__interval]))", legend="{{level}}")],
+        "short", "Records of the selected jobs and ranks per interval, by level, counted by the archive's Loki API "
+                 "(the records themselves, not the agent's counters).", stack=True, bars=True, datasource=LOGS), w=24)
+    .add(logs("Errors of the selected jobs and ranks", ERROR_LINES,
+              "ERROR and CRITICAL records from the archive (newest first), tracebacks included; expand a line for "
+              "its labels. Triage verdicts show as red annotations."), w=24, h=12)
 )
 
 dashboard = build_dashboard(
     "ranklog-training", "ranklog / Training",
-    "Throughput, step progress, loss and silence per rank of the selected training jobs.", grid)
+    "Throughput, step progress, loss and silence per rank of the selected training jobs, with their logs.", grid,
+    annotations=[triage_annotation()])

@@ -26,13 +26,19 @@ def _remote(cluster: Cluster, path: str) -> str:
     return cluster.exec(MONITORING_HOST, "cat", path)
 
 
-def test_datasource_is_the_generated_one_pointing_at_this_prometheus(cluster: Cluster, converged) -> None:
+def test_datasources_are_the_generated_ones_pointing_at_this_prometheus_and_archive(cluster: Cluster, converged) -> None:
     generated = yaml.safe_load((GENERATED / "grafana/provisioning/datasources/ranklog.yml").read_text())
     deployed = yaml.safe_load(_remote(cluster, "/etc/grafana/provisioning/datasources/ranklog.yml"))
-    (source,) = deployed["datasources"]
-    (original,) = generated["datasources"]
+    source, logs = deployed["datasources"]
+    original, original_logs = generated["datasources"]
     assert source["url"] == f"http://{cluster.ip(MONITORING_HOST)}:9090"
     assert {k: v for k, v in source.items() if k != "url"} == {k: v for k, v in original.items() if k != "url"}
+    # the logs datasource: the archive's Loki API, with the rollout token instead of the generated placeholder
+    assert logs["type"] == "loki" and logs["url"].endswith(":8470") and logs["url"].startswith("http://")
+    header = logs["secureJsonData"]["httpHeaderValue1"]
+    assert header.startswith("Bearer ") and len(header) > len("Bearer ") + 16 and "$" not in header
+    assert {k: v for k, v in logs.items() if k not in ("url", "secureJsonData")} == {
+        k: v for k, v in original_logs.items() if k not in ("url", "secureJsonData")}
 
 
 def test_dashboards_are_provisioned_where_the_provider_looks(cluster: Cluster, converged) -> None:

@@ -7,7 +7,7 @@ import copy
 import jsonschema
 import pytest
 
-from dashboards import DASHBOARD_TAG, DATASOURCE_UID
+from dashboards import DASHBOARD_TAG, DATASOURCE_UID, LOGS_DATASOURCE_UID
 from dashboards.queries import dashboard_queries
 
 EXPECTED = {"training", "pipeline", "alerts"}
@@ -68,21 +68,26 @@ def test_every_panel_has_unit_description_and_the_ranklog_datasource(name, gener
     for panel in panels(generated_dashboards[name]):
         if panel["type"] == "row":
             continue
-        assert panel["fieldConfig"]["defaults"].get("unit"), f"{panel['title']!r} has no unit"
         assert panel.get("description"), f"{panel['title']!r} has no description"
-        assert panel["datasource"]["uid"] == "${datasource}"
         assert panel["targets"], f"{panel['title']!r} has no query"
+        # metric panels read the Prometheus variable's datasource, log panels the archive's (logs variable)
+        variable = "${logs}" if panel["datasource"]["type"] == "loki" else "${datasource}"
+        assert panel["datasource"]["uid"] == variable
+        if panel["type"] != "logs":
+            assert panel["fieldConfig"]["defaults"].get("unit"), f"{panel['title']!r} has no unit"
         for target in panel["targets"]:
-            assert target["datasource"]["uid"] == "${datasource}"
+            assert target["datasource"]["uid"] == variable
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_variables_and_links(name, generated_dashboards):
     dashboard = generated_dashboards[name]
-    source, *filters = dashboard["templating"]["list"]
-    # the viewer picks the Prometheus datasource; the provisioned one is only the default
+    source, logs_source, *filters = dashboard["templating"]["list"]
+    # the viewer picks the Prometheus and the logs (Loki) datasources; the provisioned ones are the defaults
     assert (source["name"], source["type"], source["query"]) == ("datasource", "datasource", "prometheus")
     assert source["current"]["value"] == DATASOURCE_UID
+    assert (logs_source["name"], logs_source["type"], logs_source["query"]) == ("logs", "datasource", "loki")
+    assert logs_source["current"]["value"] == LOGS_DATASOURCE_UID
     assert [v["name"] for v in filters] == ["training_job", "node", "rank"]
     assert all(v["includeAll"] and v["allValue"] == ".*" for v in filters)
     assert all(v["datasource"]["uid"] == "${datasource}" for v in filters)
@@ -111,3 +116,42 @@ def test_alert_thresholds_are_drawn_on_the_panels_they_watch(generated_dashboard
 def test_queries_use_the_variables(generated_dashboards):
     per_rank = [q for q in dashboard_queries() if "ranklog_log_records_total" in q.expr]
     assert per_rank and all('rank=~"$rank"' in q.expr and 'instance=~"$node"' in q.expr for q in per_rank)
+
+
+def test_training_dashboard_logs_panel_links_and_triage_annotations(generated_dashboards):
+    """The log panel, the data links to Explore and the triage annotations (their LogQL runs against a
+    live archive in tests/dashboards/test_logs_live.py)."""
+    import json
+    from urllib.parse import parse_qs, urlsplit
+
+    training = generated_dashboards["training"]
+    by_title = {p["title"]: p for p in panels(training)}
+    errors = by_title["Errors of the selected jobs and ranks"]
+    assert errors["type"] == "logs"
+    assert errors["targets"][0]["expr"] == '{job=~"$training_job", rank=~"$rank", level=~"ERROR|CRITICAL"}'
+    (annotation,) = training["annotations"]["list"]
+    assert annotation["datasource"] == {"type": "loki", "uid": "${logs}"}
+    assert annotation["expr"] == '{format="triage", job=~"$training_job"}' and annotation["enable"]
+    linked = [p for p in panels(training) if p.get("fieldConfig", {}).get("defaults", {}).get("links")]
+    assert {"Step per rank", "Loss per rank", "Seconds since last record"} <= {p["title"] for p in linked}
+    for panel in linked:
+        assert all("rank" in t.get("legendFormat", "") for t in panel["targets"]), panel["title"]
+        (link,) = panel["fieldConfig"]["defaults"]["links"]
+        url = urlsplit(link["url"])
+        assert url.path == "/explore"
+        (pane,) = json.loads(parse_qs(url.query)["panes"][0]).values()
+        assert pane["range"] == {"from": "${__from}", "to": "${__to}"}
+        assert pane["queries"][0]["expr"] == ('{job="${__field.labels.training_job:percentencode}", '
+                                              'rank="${__field.labels.rank:percentencode}"}')
+        assert pane["datasource"] == pane["queries"][0]["datasource"]["uid"] == "${logs:percentencode}"
+
+
+def test_provisioned_loki_datasource_points_at_the_archive_with_the_token_header():
+    from dashboards import ARCHIVE_TOKEN_ENV, ARCHIVE_URL
+    from dashboards.provisioning import datasource
+
+    prometheus, loki = datasource()["datasources"]
+    assert prometheus["type"] == "prometheus" and prometheus["isDefault"]
+    assert (loki["type"], loki["uid"], loki["url"]) == ("loki", LOGS_DATASOURCE_UID, ARCHIVE_URL)
+    assert loki["jsonData"]["httpHeaderName1"] == "Authorization"
+    assert loki["secureJsonData"] == {"httpHeaderValue1": f"Bearer ${{{ARCHIVE_TOKEN_ENV}}}"}

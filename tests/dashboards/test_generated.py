@@ -43,13 +43,14 @@ def test_expected_files_for_the_deploy_roles_exist():
 def test_provisioning_points_grafana_at_the_dashboards_datasource(generated_dashboards):
     import yaml
 
-    from dashboards import AGENT_JOB, ARCHIVE_JOB, DATASOURCE_UID
+    from dashboards import AGENT_JOB, ARCHIVE_JOB, DATASOURCE_UID, LOGS_DATASOURCE_UID
 
     grafana = GENERATED_DIR / "grafana" / "provisioning"
-    (source,) = yaml.safe_load((grafana / "datasources" / "ranklog.yml").read_text())["datasources"]
+    source, logs = yaml.safe_load((grafana / "datasources" / "ranklog.yml").read_text())["datasources"]
     assert (source["uid"], source["type"]) == (DATASOURCE_UID, "prometheus")
+    assert (logs["uid"], logs["type"]) == (LOGS_DATASOURCE_UID, "loki")
     used = {t["datasource"]["uid"] for d in generated_dashboards.values() for p in d["panels"] for t in p.get("targets", [])}
-    assert used == {"${datasource}"}
+    assert used == {"${datasource}", "${logs}"}
     (provider,) = yaml.safe_load((grafana / "dashboards" / "ranklog.yml").read_text())["providers"]
     assert provider["type"] == "file" and provider["options"]["path"].startswith("/")
     scrape = yaml.safe_load((GENERATED_DIR / "prometheus.scrape.yml").read_text())["scrape_configs"]

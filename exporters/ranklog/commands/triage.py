@@ -15,7 +15,8 @@ from ._source_flags import add_source_flags, open_from_args, read_errors
 _EPILOG = """examples:
   ranklog triage --archive /srv/ranklog --job ppo-qwen7b --since 6h
   ranklog triage --log_dir /tmp/ray/session_latest/logs
-  ranklog triage --archive https://archive:8470 --token-file token --json | jq .verdict"""
+  ranklog triage --archive https://archive:8470 --token-file token --json | jq .verdict
+  ranklog triage --archive /srv/ranklog --annotate https://archive:8470 --token-file token  # Grafana annotation"""
 
 
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add_source_flags(parser)
     add_selection_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    parser.add_argument("--annotate", metavar="URL",
+                        help="also post the verdict to the archive at URL as a format=\"triage\" record: an annotation "
+                             "on the Grafana training dashboard (token from --token-file or $RANKLOG_TOKEN)")
     return parser
 
 
@@ -70,6 +74,11 @@ def main(args: argparse.Namespace) -> int:
     from ranklog.triage.present import make_console, render, to_dict
 
     result = run_triage(args)
+    if getattr(args, "annotate", None):
+        from ranklog.query.sources import read_token
+        from ranklog.triage.annotation import post_verdict
+
+        post_verdict(args.annotate, read_token(args.token_file), result)
     if args.json:
         json.dump(to_dict(result), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
