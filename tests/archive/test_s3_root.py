@@ -84,6 +84,20 @@ def _check_readers(seaweedfs: SeaweedFS, root: str, corpus: pa.Table, tmp_path: 
     assert int(count.stdout.split()[0]) == corpus.num_rows
     severe = _run(seaweedfs, "query", "--archive", root, "--level", "ERROR", "--count")
     assert int(severe.stdout.split()[0]) == errors, severe.stderr
+    # The severe-rows and trace indexes are built on first use and stored as objects in the bucket.
+    pattern = "Error"
+    matched = pc.or_(pc.match_substring_regex(corpus["msg"], pattern),
+                     pc.match_substring_regex(pc.fill_null(corpus["exc"], ""), pattern))
+    searched = _run(seaweedfs, "query", "--archive", root, "--regex", pattern, "--count")
+    assert int(searched.stdout.split()[0]) == pc.sum(matched).as_py(), searched.stderr
+    trace = pc.drop_null(corpus["trace_id"])[0].as_py()
+    traced = _run(seaweedfs, "query", "--archive", root, "--trace-id", trace, "--count")
+    assert int(traced.stdout.split()[0]) == pc.sum(pc.equal(corpus["trace_id"], trace)).as_py(), traced.stderr
+    bucket = root.split("/")[2]
+    indexes = [key for key in seaweedfs.keys(bucket, "archive/_ranklog_index/")]
+    assert any("/trace/" in key for key in indexes) and any("/severe/" in key for key in indexes), indexes
+    again = _run(seaweedfs, "query", "--archive", root, "--regex", pattern, "--count")
+    assert again.stdout == searched.stdout
     integrity = _run(seaweedfs, "integrity", "--archive", root)
     stats = _run(seaweedfs, "stats", "--archive", root)
     triage = _run(seaweedfs, "triage", "--archive", root)
@@ -92,7 +106,7 @@ def _check_readers(seaweedfs: SeaweedFS, root: str, corpus: pa.Table, tmp_path: 
     assert stats.returncode == 0 and triage.returncode in (0, 1) and report.returncode == 0, (
         stats.stderr, triage.stderr, report.stderr)
     assert report_path.stat().st_size > 10_000
-    return [count.stdout + count.stderr, severe.stdout + severe.stderr, integrity.stdout + integrity.stderr,
+    return [count.stdout + count.stderr, severe.stdout + severe.stderr, searched.stderr, traced.stderr, integrity.stdout + integrity.stderr,
             stats.stdout + stats.stderr, triage.stdout + triage.stderr, report.stderr, report_path.read_text()]
 
 

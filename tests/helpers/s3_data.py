@@ -29,8 +29,8 @@ def read_s3_archive(seaweedfs: SeaweedFS, root: str) -> pa.Table:
     base = root.removeprefix("s3://").rstrip("/")
     files = [info.path for info in filesystem.get_file_info(pafs.FileSelector(base, recursive=True,
                                                                              allow_not_found=True))
-             if info.type == pafs.FileType.File and info.path.endswith(".parquet")
-             and "/date=" in info.path and not info.base_name.startswith((".", "_"))]
+             if info.type == pafs.FileType.File and info.path.endswith(".parquet") and "/date=" in info.path
+             and not any(part.startswith((".", "_")) for part in info.path[len(base):].split("/"))]
     if not files:
         return arrow_schema().empty_table()
     return ds.dataset(files, filesystem=filesystem, format="parquet", schema=arrow_schema()).to_table()

@@ -15,7 +15,6 @@ run time; `ranklog_archive_oldest_partition_timestamp_seconds` comes from the st
 
 from __future__ import annotations
 
-import glob
 import logging
 
 import numpy as np
@@ -23,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..archive_layout import index_glob, partition_dir
+from ..archive_layout import INDEX_ROOT, partition_dir
 from ..record import LEVELS
 from .archive_config import RetentionConfig
 from .compaction import read_file
@@ -125,12 +124,16 @@ def _day(stored: StoredFile) -> str:
 
 
 def _drop_day_indexes(storage: Storage, days: set[str]) -> None:
-    """Delete every query index file of `days` (indexes are only written under local roots)."""
-    if storage.local_base is None:
+    """Delete every query index file of `days` (`<root>/_ranklog_index/<kind>/date=….parquet`)."""
+    if not days:
         return
-    for day in sorted(days):
-        for path in glob.glob(index_glob(storage.local_base, day)):
-            storage.delete(path)
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(f"{storage.base}/{INDEX_ROOT}", recursive=True, allow_not_found=True)
+    names = {f"{day}.parquet" for day in days}
+    for info in storage.fs.get_file_info(selector):
+        if info.type == pafs.FileType.File and info.base_name in names:
+            storage.delete(info.path)
 
 
 def _count(metrics, levels: set) -> None:

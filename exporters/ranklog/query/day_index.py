@@ -8,9 +8,10 @@ day's index is rebuilt when enough of it is uncovered (so the live day is re-ind
 flushes, not on every query).
 
 The ``_`` prefix keeps indexes invisible to pyarrow.dataset, DuckDB globs of ``date=*`` and the
-archive's own listing. An index is written (temp file + atomic rename) only when the archive root is
-a local directory this process may write; otherwise it is built in memory and kept for the life of
-the process (the archive's query endpoint).
+archive's own listing. An index is written where the archive is: under a local root this process
+may write (temp file + atomic rename), or as one object under an ``s3://`` root (a PUT appears whole);
+where that is impossible (read-only directory, credentials that may not write) it is built in memory
+and kept for the life of the process.
 """
 
 from __future__ import annotations
@@ -61,13 +62,17 @@ class DayIndex:
         self.zstd_level = zstd_level
         self._memory: dict[tuple[str, str], tuple[dict[str, int], pa.Table]] = {}
         self._lock = threading.Lock()
+        self._unwritable: set[str] = set()  # object-store roots whose writes were refused
 
     def path(self, source: ArchiveSource, date: str) -> str | None:
-        """Where the day's index lives, or None when the root is not a local directory we may write."""
+        """Where the day's index lives, or None when it cannot be stored there: a local root this
+        process may not write, or an object store that refused a write (read-only credentials)."""
         root = source.local_root
-        if root is None or not os.access(root, os.W_OK):
+        if root is not None:
+            return index_path(root, self.kind, date) if os.access(root, os.W_OK) else None
+        if source.label in self._unwritable:
             return None
-        return index_path(root, self.kind, date)
+        return f"{source.root}/{index_path('', self.kind, date).lstrip('/')}"
 
     @staticmethod
     def manifest(metadata: dict[bytes, bytes] | None) -> dict[str, int] | None:
@@ -76,22 +81,28 @@ class DayIndex:
         except (KeyError, ValueError):
             return None
 
-    def _load(self, path: str) -> dict[str, int] | None:
+    def _load(self, source: ArchiveSource, path: str) -> dict[str, int] | None:
         import pyarrow.parquet as pq
 
         try:
-            return self.manifest(pq.read_schema(path).metadata)
-        except (OSError, ValueError):  # damaged or not Parquet (pyarrow.ArrowInvalid): rebuilt over
+            return self.manifest(pq.read_schema(path, filesystem=source.filesystem).metadata)
+        except (OSError, ValueError):  # missing, damaged or not Parquet (pyarrow.ArrowInvalid): rebuilt over
             return None
 
-    def _write(self, path: str, table: pa.Table) -> None:
+    def _write(self, source: ArchiveSource, path: str, table: pa.Table) -> None:
         import pyarrow.parquet as pq
 
+        options = {"row_group_size": self.row_group_rows, "compression": "zstd", "compression_level": self.zstd_level}
+        if source.local_root is None:  # an object appears whole once its upload completes: no temp name
+            try:
+                pq.write_table(table, path, filesystem=source.filesystem, **options)
+            except OSError:
+                self._unwritable.add(source.label)
+            return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         temp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}")
         try:
-            pq.write_table(table, temp, row_group_size=self.row_group_rows, compression="zstd",
-                           compression_level=self.zstd_level)
+            pq.write_table(table, temp, **options)
             os.replace(temp, path)
         except OSError:
             if os.path.exists(temp):
@@ -116,11 +127,11 @@ class DayIndex:
         current = {relative(source, f.path): f.size for f in files}
         path = self.path(source, date)
         if path is not None:
-            manifest = (self._load(path) if os.path.exists(path) else None) or {}
+            manifest = self._load(source, path) or {}
             if not needs_rebuild(manifest, current):
                 return manifest, path, None
             manifest, table = self._rebuild(source, files)
-            self._write(path, table)
+            self._write(source, path, table)
             return manifest, None, table
         key = (source.label, date)
         with self._lock:

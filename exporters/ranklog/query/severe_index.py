@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import text_index
 from ..archive_layout import SEVERE_LEVELS
@@ -133,6 +133,7 @@ class DayPlan:
     row_groups: dict[str, list[int] | None]
     covered: dict[str, tuple[str, int]]  # covered file (relative) → its partition
     index_path: str | None
+    index_filesystem: Any  # the archive's pyarrow filesystem, where index_path is
     index_metadata: pq.FileMetaData | None  # the index file's footer, read once by plan_day
     index_table: pa.Table | None
     index_bitmaps: list[bytes] | None
@@ -149,7 +150,7 @@ class DayPlan:
         if not self.covered:
             return {}
         if self.index_path is not None:
-            file = pq.ParquetFile(self.index_path, metadata=self.index_metadata)
+            file = pq.ParquetFile(self.index_filesystem.open_input_file(self.index_path), metadata=self.index_metadata)
             groups = list(range(file.metadata.num_row_groups))
             kept = self._kept(groups, [file.metadata.row_group(g).num_rows for g in groups])
             table = file.read_row_groups(kept) if kept else _schema().empty_table()  # columns in parallel
@@ -197,7 +198,7 @@ def plan_day(source: ArchiveSource, date: str, files: list[DataFile], literals: 
     manifest, path, table = SEVERE_INDEX.fresh(source, date, files)
     footer = None
     try:
-        footer = pq.read_metadata(path) if path is not None else None
+        footer = pq.read_metadata(path, filesystem=source.filesystem) if path is not None else None
         metadata = (footer.metadata if footer is not None else table.schema.metadata) or {}
     except (OSError, pa.ArrowInvalid):  # unreadable (another version's, or removed meanwhile): not used
         metadata, manifest = {}, {}
@@ -219,12 +220,12 @@ def plan_day(source: ArchiveSource, date: str, files: list[DataFile], literals: 
         covered[name] = data_file.partition
         row_groups[data_file.path] = [group for group, number in entry
                                       if text_index.may_contain(others[number], literals)]
-    return DayPlan(row_groups, covered, path, footer, table, text_index.decode(metadata), literals)
+    return DayPlan(row_groups, covered, path, source.filesystem, footer, table, text_index.decode(metadata), literals)
 
 
 def plan_days(source: ArchiveSource, files: Iterable[DataFile], literals: list[bytes]) -> dict[str, DayPlan]:
     """Plans per day, or none at all when the index cannot be stored: held in memory for a process's
-    life (the archive's query endpoint over object storage) it would cost ~10 MB per day."""
+    life (a read-only root) it would cost ~10 MB per day."""
     by_date: dict[str, list[DataFile]] = {}
     for data_file in files:
         by_date.setdefault(data_file.date, []).append(data_file)

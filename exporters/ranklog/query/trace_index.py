@@ -12,7 +12,7 @@ directly, so a lookup is always complete.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..archive_layout import INDEX_ROOT
 from .day_index import DayIndex, relative
@@ -46,14 +46,14 @@ TRACE_INDEX = DayIndex("trace", _build, _ROW_GROUP)
 INDEX_DIR = f"{INDEX_ROOT}/{TRACE_INDEX.kind}"
 
 
-def _lookup_files(paths: list[str], trace_ids: tuple[str, ...]) -> set[str]:
+def _lookup_files(filesystem: Any, paths: list[str], trace_ids: tuple[str, ...]) -> set[str]:
     """Files named by the index files at `paths` for `trace_ids` (one parallel scan, stats-pruned)."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
     if not paths:
         return set()
-    table = ds.dataset(paths, format="parquet").to_table(
+    table = ds.dataset(paths, format="parquet", filesystem=filesystem).to_table(
         columns=["file"], filter=ds.field("trace_id").isin(pa.array(list(trace_ids), pa.string())))
     return set(table.column("file").to_pylist())
 
@@ -81,5 +81,5 @@ def narrow_files(source: ArchiveSource, files: list[DataFile], trace_ids: tuple[
             keep |= _lookup_table(table, trace_ids)
         keep |= {relative(source, f.path) for f in day_files
                  if manifest.get(relative(source, f.path)) != f.size}  # not covered: must be read
-    keep |= _lookup_files(index_files, trace_ids)
+    keep |= _lookup_files(source.filesystem, index_files, trace_ids)
     return [f for f in files if relative(source, f.path) in keep]
