@@ -50,8 +50,9 @@ def archived_rows(roots: Iterable[Root], job: str) -> pa.Table:
         filesystem, path = root if isinstance(root, tuple) else (None, str(root))
         dataset = ds.dataset(path, filesystem=filesystem, format="parquet", partitioning="hive",
                              exclude_invalid_files=True)
+        # rows without seq are not writer lines (e.g. the agent's loss notices): not counted
         tables.append(dataset.to_table(columns=["host", "pid", "seq", "source_id", "offset"],
-                                       filter=ds.field("job") == job))
+                                       filter=(ds.field("job") == job) & ds.field("seq").is_valid()))
     if not tables:
         return pa.table({"host": pa.array([], pa.string()), "pid": pa.array([], pa.int32()),
                          "seq": pa.array([], pa.int64()), "source_id": pa.array([], pa.string()),

@@ -10,6 +10,9 @@ Rotation modes (``--rotate``), each every ``--rotate-every`` seconds:
 - ``copytruncate``: the file is copied to ``<name>.1`` and truncated in place (logrotate's mode —
   lines written between the copy and the truncate are lost by design, so the writer pauses writing
   while it rotates, as a careful application would; the agent must not lose or repeat anything);
+- ``copytruncate-olddir``: like ``copytruncate`` but the copy goes to ``old/`` beside the file's
+  directory (logrotate's ``olddir``), so the agent finds no copy to finish the old generation from:
+  whatever it had not read at the truncate is lost, and must be reported;
 - ``gzip``: like ``rename`` and the rotated file is then compressed to ``<name>.1.gz``;
 - ``delete``: like ``rename`` and the rotated file is deleted right away (data loss the agent must
   count in ``ranklog_agent_lost_bytes_total`` when it had not shipped it yet);
@@ -36,7 +39,10 @@ def _rotate(path: Path, mode: str, keep: int) -> None:
         if older.exists():
             older.rename(path.with_name(f"{path.name}.{index + 1}"))
     rotated = path.with_name(f"{path.name}.1")
-    if mode == "copytruncate":
+    if mode.startswith("copytruncate"):
+        if mode == "copytruncate-olddir":
+            rotated = path.parent.parent / "old" / f"{path.name}.{time.monotonic_ns()}"
+            rotated.parent.mkdir(exist_ok=True)
         shutil.copyfile(path, rotated)
         with open(path, "r+b") as handle:
             handle.truncate(0)
@@ -56,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=10_000, help="lines per second")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--lines", type=int, default=0, help="stop after this many lines (0: by time)")
-    parser.add_argument("--rotate", choices=("none", "rename", "copytruncate", "gzip", "delete"), default="none")
+    parser.add_argument("--rotate", choices=("none", "rename", "copytruncate", "copytruncate-olddir", "gzip", "delete"), default="none")
     parser.add_argument("--rotate-every", type=float, default=1.0)
+    parser.add_argument("--first-rotation", type=float, default=None,
+                        help="seconds before the first rotation (default: --rotate-every)")
     parser.add_argument("--keep", type=int, default=50)
     parser.add_argument("--host", default=socket.gethostname())
     parser.add_argument("--job", default="reliability")
@@ -77,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     seq = 0
     batch = max(1, int(args.rate / 200))  # write in slices of 5 ms worth of lines
     start = time.monotonic()
-    next_rotation = start + args.rotate_every
+    next_rotation = start + (args.rotate_every if args.first_rotation is None else args.first_rotation)
     handle = open(path, "ab", buffering=1 << 20)  # noqa: SIM115 - reopened on rotation
     try:
         while True:

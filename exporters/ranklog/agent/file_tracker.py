@@ -7,9 +7,16 @@ Decisions, in order, for every poll:
   quiet for ``rotate_grace`` seconds. If discovery finds its inode under a new matching name, it
   is simply followed (rename).
 - A tracked file whose size fell below what was read, or whose head bytes changed, was *truncated*
-  (copytruncate): the bytes read so far finish shipping under the old source_id, the file starts
-  over from offset 0 as a new generation (new source_id). Bytes seen in the file but never read
-  are counted in ``ranklog_agent_lost_bytes_total{reason="truncated"}``.
+  (copytruncate): the file starts over from offset 0 as a new generation (new source_id). The old
+  generation finishes from the **copy** when one sits beside the file (a name starting with the
+  file's name, same head bytes, at least as long as what was read — logrotate's ``app.log.1``): its
+  unread tail is read from the copy under the old source_id, so nothing the copy kept is lost.
+  What is lost is what the agent saw in the file beyond what the copy (or, without a copy, its own
+  read offset) holds — lines written between the copy and the truncate, or the unread tail when no
+  copy is found. It is counted in ``ranklog_agent_lost_bytes_total{reason="truncated"}``, logged,
+  and shipped as a WARNING record of the old source (``attrs.ranklog_lost_bytes``, at the offset
+  where the loss starts) that ``ranklog integrity`` reports. Bytes written and truncated between
+  two looks of the agent cannot be known: the count is a lower bound.
 - At start, each checkpointed file is found again by device+inode (at its path, or renamed in the
   same directory), verified by its head checksum, and resumed at its acknowledged offset. A file
   that is gone, or whose inode now holds other bytes, lost its unacknowledged tail: counted in
@@ -18,6 +25,7 @@ Decisions, in order, for every poll:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -25,11 +33,12 @@ from typing import Any
 
 from .. import parse
 from ..file_identity import FileIdentity, head_matches
+from ..record import rows_to_table
 from .acks import Watermark
 from .agent_config import SourceSpec
 from .checkpoint import FileCheckpoint
 from .chunk import Chunk
-from .discover import Opened
+from .discover import COMPRESSED_SUFFIXES, Opened
 from .tracked_file import TrackedFile, resolve_format
 
 log = logging.getLogger("ranklog.agent.tail")
@@ -156,22 +165,118 @@ class FileTracker:
         return []
 
     def truncated(self, tf: TrackedFile) -> list[Chunk]:
-        """Finish the old generation from memory, start the file over as a new generation.
+        """Start the file over as a new generation; finish the old one from the copy, or from memory.
 
-        Bytes the last poll saw beyond what was read are counted as lost; what was written and
-        truncated between two polls without being seen cannot be known (a lower bound, documented).
+        Lost: what the agent saw beyond what the copy kept (or beyond what it read, without a copy).
         """
-        self._count_lost(tf.path, tf.size - tf.read_offset, "truncated")
-        chunk, _ = tf.flush_pending()
-        log.info("%s was truncated at offset %d; starting over as generation %d",
-                 tf.path, tf.read_offset, tf.generation + 1)
-        tf.retired = True
-        fresh = TrackedFile(path=tf.path, fd=os.dup(tf.fd), format=tf.format, fields=dict(tf.fields),
-                            options=dict(tf.options), generation=tf.generation + 1, detached=tf.detached)
-        self._add(fresh)
-        self._identify(fresh)
+        seen = max(tf.size, tf.read_offset)
+        # A detached file (rotated away, or the copy an old generation finishes from) is no longer a
+        # source: when it is truncated or overwritten, its old generation ends and no new one starts.
+        fresh = None if tf.detached else TrackedFile(
+            path=tf.path, fd=os.dup(tf.fd), format=tf.format, fields=dict(tf.fields), options=dict(tf.options),
+            generation=tf.generation + 1)
+        copy = self._copy_of(tf) if tf.ident is not None and tf.key is not None and fresh else None
+        chunks: list[Chunk] = []
+        if copy is not None:
+            path, fd, st = copy
+            kept = st.st_size
+            log.info("%s was truncated at offset %d; reading the rest of generation %d from its copy %s "
+                     "(%d bytes)", tf.path, tf.read_offset, tf.generation, path, kept - tf.read_offset)
+            self._continue_in(tf, path, fd, st)
+            if fresh is not None:
+                fresh.generation = self._adopt_newer_copies(fresh.path, tf, st) + 1
+        else:
+            kept = tf.read_offset
+            chunk, _ = tf.flush_pending()
+            chunks += [chunk] if chunk is not None else []
+            log.info("%s was truncated at offset %d%s", tf.path, tf.read_offset,
+                     f"; starting over as generation {tf.generation + 1}" if fresh else "")
+            tf.retired = True
+        lost = seen - kept
+        if lost > 0:
+            self._count_lost(tf.path, lost, "truncated")
+            if tf.key is not None:
+                chunks.append(self._loss_record(tf, kept, lost, "truncated"))
+        if fresh is not None:
+            self._add(fresh)
+            self._identify(fresh)
         self.dirty = True
-        return [chunk] if chunk is not None else []
+        return chunks
+
+    def _copy_of(self, tf: TrackedFile) -> tuple[str, int, os.stat_result] | None:
+        """The copy logrotate's copytruncate left beside `tf` (same head, at least what was read)."""
+        directory, name = os.path.split(tf.path)
+        try:
+            with os.scandir(directory or ".") as it:
+                candidates = sorted(e.path for e in it if e.name.startswith(name) and e.name != name
+                                    and not e.name.endswith(COMPRESSED_SUFFIXES))
+        except OSError:
+            return None
+        for path in candidates:
+            opened = _open(path)
+            if opened is None:
+                continue
+            fd, st = opened
+            if (st.st_dev, st.st_ino) not in self._inodes and st.st_size >= tf.read_offset \
+                    and head_matches(fd, tf.ident):
+                return path, fd, st
+            os.close(fd)
+        return None
+
+    def _adopt_newer_copies(self, original: str, tf: TrackedFile, copy: os.stat_result) -> int:
+        """Copies made after `copy` hold whole generations the agent never saw (it fell more than one
+        rotation behind): each is read from its start as a generation of its own. Returns the last
+        generation number used."""
+        generation = tf.generation
+        directory, name = os.path.split(original)
+        try:
+            with os.scandir(directory or ".") as it:
+                entries = [(e.stat().st_mtime_ns, e.path) for e in it if e.name.startswith(name) and e.name != name
+                           and not e.name.endswith(COMPRESSED_SUFFIXES) and e.is_file()]
+        except OSError:
+            return generation
+        for mtime, path in sorted(entries):
+            if mtime < copy.st_mtime_ns:
+                continue
+            opened = _open(path)
+            if opened is None:
+                continue
+            fd, st = opened
+            if (st.st_dev, st.st_ino) in self._inodes or st.st_size == 0:
+                os.close(fd)
+                continue
+            generation += 1
+            missed = TrackedFile(path=path, fd=fd, format=tf.format, fields=dict(tf.fields), options=dict(tf.options),
+                                 generation=generation, detached=True)
+            missed.note_size(st.st_size, time.time())
+            log.info("%s holds a generation of %s the agent had not seen; reading it (%d bytes)",
+                     path, original, st.st_size)
+            self._add(missed)
+            self._identify(missed)
+        return generation
+
+    def _continue_in(self, tf: TrackedFile, path: str, fd: int, st: os.stat_result) -> None:
+        """The old generation goes on reading from the copy: same source_id, same offsets."""
+        if self._inodes.get(tf.inode) is tf:
+            del self._inodes[tf.inode]
+        os.close(tf.fd)
+        tf.fd, tf.path, tf.detached = fd, path, True
+        tf.inode = (st.st_dev, st.st_ino)
+        tf.ident = dataclasses.replace(tf.ident, dev=st.st_dev, ino=st.st_ino)  # found again after a restart
+        tf.note_size(st.st_size, time.time())
+        self._inodes[tf.inode] = tf
+
+    def _loss_record(self, tf: TrackedFile, offset: int, nbytes: int, reason: str) -> Chunk:
+        """A WARNING record of the old source at the offset where the loss starts, so the archive knows."""
+        table = rows_to_table([{
+            "ts": time.time_ns(), "level": "WARNING", "logger": "ranklog.agent", "host": self.cfg.host,
+            "ip": self.cfg.ip, "source": tf.ctx.source if tf.ctx else tf.path, "source_id": tf.key,
+            "offset": offset, "format": "ranklog-agent", "job": tf.fields.get("job"),
+            "rank": tf.fields.get("rank"),
+            "msg": f"ranklog agent: {nbytes} bytes of this file were lost ({reason}) before they were read",
+            "ranklog_lost_bytes": nbytes, "ranklog_lost_reason": reason}])
+        batch = table.to_batches()[0]
+        return Chunk(tf.key, offset, offset, {}, batch, 1)
 
     def _restart_generation(self, tf: TrackedFile) -> None:
         """At start: a checkpointed file is shorter than its acknowledged offset."""

@@ -17,10 +17,15 @@ What is checked (over the selected records, e.g. ``--since 1h`` from a systemd t
   files; for plain text files seq does not exist and a hole is undetectable from stored data.
 - **inferred times**: records whose line had no timestamp and took the time of the file's nearest
   timestamped line or its modification time (``attrs.ts_inferred``), per source; informational.
+- **agent-reported losses**: bytes the node agent saw in a file but could not ship (a copytruncate
+  that truncated lines no copy beside the file holds) arrive as WARNING
+  records of that source carrying ``attrs.ranklog_lost_bytes`` and ``ranklog_lost_reason``; they are
+  listed by source and fail the check — this is loss no seq number could show for plain-text files.
 - **parse errors**: lines kept as ``text`` records because their format did not parse (``attrs``
   holds ``parse_error``); nothing is lost, so they only fail the check with ``--fail-on-parse-errors``.
 
-Exit status: 0 clean, 1 when records are missing (a seq gap, a missing head, duplicate offsets).
+Exit status: 0 clean, 1 when records are missing (a seq gap, a missing head, duplicate offsets, an
+agent-reported loss).
 """
 
 from __future__ import annotations
@@ -76,6 +81,22 @@ def _marked(source: Any, spec: QuerySpec, attr: str, count_name: str) -> list[di
     return [{"host": h, "source": s, "format": f, count_name: n} for (h, s, f), n in sorted(counts.items())]
 
 
+def _agent_losses(source: Any, spec: QuerySpec) -> list[dict[str, Any]]:
+    """Losses the agent recorded (``attrs.ranklog_lost_bytes``), summed by host, source and reason."""
+    import json
+
+    losses_spec = dataclasses.replace(spec, attrs=(*spec.attrs, "ranklog_lost_bytes"), order=(), limit=None)
+    totals: dict[tuple[str, str, str], list[int]] = {}
+    for batch in engine.scan(source, losses_spec, ["host", "source", "attrs"]):
+        for host, path, attrs in zip(*(batch.column(i).to_pylist() for i in range(3)), strict=True):
+            extra = json.loads(attrs)
+            entry = totals.setdefault((host, path, str(extra.get("ranklog_lost_reason", "unknown"))), [0, 0])
+            entry[0] += int(extra.get("ranklog_lost_bytes") or 0)
+            entry[1] += 1
+    return [{"host": h, "source": s, "reason": r, "lost_bytes": b, "events": n}
+            for (h, s, r), (b, n) in sorted(totals.items())]
+
+
 def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
     """The integrity report as a JSON-ready dict; ``ok`` is False when records are missing."""
     with engine.duckdb_over(source, spec, COLUMNS) as connection:
@@ -93,8 +114,9 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
                for sid, path, host, first, dups in source_rows if dups or (check_heads and first > 0)]
     parse_errors = _marked(source, spec, "parse_error", "errors")
     inferred = _marked(source, spec, "ts_inferred", "records")
+    losses = _agent_losses(source, spec)
     return {
-        "ok": not gaps and not offsets,
+        "ok": not gaps and not offsets and not losses,
         "records": records, "processes": processes, "sources": sources,
         "missing_records": sum(g["missing"] for g in gaps),
         "seq_gaps": gaps[:MAX_LISTED], "seq_gap_count": len(gaps), "restarts": restarts,
@@ -102,6 +124,7 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
         "heads_checked": check_heads,
         "parse_errors": parse_errors, "parse_error_total": sum(p["errors"] for p in parse_errors),
         "inferred_ts": inferred[:MAX_LISTED], "inferred_ts_total": sum(p["records"] for p in inferred),
+        "agent_losses": losses[:MAX_LISTED], "agent_lost_bytes": sum(entry["lost_bytes"] for entry in losses),
     }
 
 
@@ -115,7 +138,8 @@ def render_integrity(report: dict[str, Any], max_rows: int = 50) -> None:
                   f"{report['sources']} sources; {report['missing_records']} missing in "
                   f"{report['seq_gap_count']} seq gap(s), {report['offset_problem_count']} offset problem(s), "
                   f"{report['parse_error_total']} parse error(s), {report['restarts']} process restart(s), "
-                  f"{report['inferred_ts_total']} record(s) with an inferred time")
+                  f"{report['inferred_ts_total']} record(s) with an inferred time, "
+                  f"{report['agent_lost_bytes']} byte(s) lost on nodes (agent-reported)")
     if report["seq_gaps"]:
         table = Table(title="seq gaps", header_style="bold", title_justify="left")
         for name in ("host", "pid", "rank", "file", "after seq", "next seq", "missing", "between"):
@@ -131,6 +155,13 @@ def render_integrity(report: dict[str, Any], max_rows: int = 50) -> None:
         for row in report["offset_problems"][:max_rows]:
             table.add_row(row["host"], row["source"], row["problem"], str(row["first_offset"]),
                           str(row["duplicate_offsets"]))
+        console.print(table)
+    if report["agent_losses"]:
+        table = Table(title="lost on nodes (reported by the agent)", header_style="bold", title_justify="left")
+        for name in ("host", "source", "reason", "lost bytes", "events"):
+            table.add_column(name, overflow="fold")
+        for row in report["agent_losses"][:max_rows]:
+            table.add_row(row["host"], row["source"], row["reason"], str(row["lost_bytes"]), str(row["events"]))
         console.print(table)
     if report["parse_errors"]:
         table = Table(title="parse errors", header_style="bold", title_justify="left")
