@@ -84,7 +84,8 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_retention_last_run_timestamp_seconds", "gauge", "When retention last completed.", component="archive"),
     MetricSpec("ranklog_archive_dedup_sources", "gauge", "Sources tracked in the dedup index.", component="archive"),
     # Both.
-    MetricSpec("ranklog_build_info", "gauge", "Version of the running ranklog component.", ("version", "component"), "all"),
+    MetricSpec("ranklog_build_info", "gauge", "Version of the running ranklog component (always 1).",
+               ("version", "component", "python", "pyarrow"), "all"),
 )
 
 METRICS: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
@@ -102,7 +103,9 @@ def create(component: str, registry: CollectorRegistry | None = None) -> SimpleN
     from logs). The result has one attribute per metric (name without `ranklog_` and `_total`) and
     `registry`.
     """
-    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+    import platform
+
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector
 
     from . import __version__
 
@@ -120,8 +123,22 @@ def create(component: str, registry: CollectorRegistry | None = None) -> SimpleN
         else:
             metric = Histogram(base, spec.help, spec.labels, registry=registry, buckets=spec.buckets or _FLUSH_BUCKETS)
         setattr(out, _attribute(spec), metric)
-    out.build_info.labels(version=__version__, component=component).set(1)
+    out.build_info.labels(version=__version__, component=component, python=platform.python_version(),
+                          pyarrow=_version_of("pyarrow")).set(1)
+    if component in ("agent", "archive"):
+        # process_* (CPU, memory, open fds, start time) and python_info, as every Prometheus exporter has
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
     return out
+
+
+def _version_of(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return ""
 
 
 class LabelBudget:

@@ -128,6 +128,8 @@ class AgentConfig:
     shutdown_timeout: float = field(default=10.0, metadata={"unit": "duration", "help": "ship what is read on exit for up to"})
     log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR"),
                                                      "help": "the agent's own log level (DEBUG, INFO, WARNING, ERROR)"})
+    log_format: str = field(default="text", metadata={"choices": ("text", "json"), "help": (
+        "the agent's own log lines: text, or json (one ranklog JSON record per line, for log pipelines)")})
 
     def validate(self) -> None:
         if not self.archive:

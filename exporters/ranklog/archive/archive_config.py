@@ -128,6 +128,8 @@ class ArchiveConfig:
     tls_key: str = field(default="", metadata={"help": "PEM private key"})
     log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR"),
                                                      "help": "the archive's own log level (DEBUG, INFO, WARNING, ERROR)"})
+    log_format: str = field(default="text", metadata={"choices": ("text", "json"), "help": (
+        "the archive's own log lines: text, or json (one ranklog JSON record per line, for log pipelines)")})
 
     def validate(self) -> None:
         if not self.root:

@@ -13,12 +13,12 @@ import fcntl
 import logging
 import os
 import signal
-import sys
 import threading
 
 import uvicorn
 
 from ..errors import UserError
+from ..log import service_logging
 from ..metrics import create
 from .app import ArchiveState, create_app
 from .archive_config import ArchiveConfig
@@ -50,8 +50,7 @@ def _lock_state_dir(state_dir: str) -> int:
 
 
 def run(config: ArchiveConfig) -> int:
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    service_logging.configure(config.log_level, config.log_format)
     storage = Storage(config.root, config.archive_id, config.s3.settings())
     state_dir = state_directory(config, storage)
     lock_fd = _lock_state_dir(state_dir)

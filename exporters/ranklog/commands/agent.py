@@ -43,18 +43,17 @@ def _raise_open_files_limit() -> None:
 def main(args: argparse.Namespace) -> int:
     import logging
     import signal
-    import sys
     import threading
 
     from ..errors import ConfigError, UserError
+    from ..log import service_logging
 
     cfg = _load(args)
     try:
         cfg.token()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    logging.basicConfig(level=cfg.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    service_logging.configure(cfg.log_level, cfg.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
     from ..agent.runner import Agent
