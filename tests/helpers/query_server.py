@@ -1,7 +1,10 @@
-"""A minimal archive front serving only ``/v1/query`` over a root (a real uvicorn process).
+"""A minimal archive front serving only the read side over a root (a real uvicorn process): ``/v1/query``
+and the Loki API (``/loki/api/v1/…``).
 
 ``python -m tests.helpers.query_server ROOT TOKEN_FILE PORT [MAX_ROWS]`` — used by the query tests
-to exercise the remote client against the real endpoint module without the ingest side.
+to exercise the remote client against the real endpoint module without the ingest side, and by
+``bench_loki_api.py`` to time the Loki API over the benchmark's archive without an ingest pipeline
+(and its retention) touching it.
 """
 
 from __future__ import annotations
@@ -18,14 +21,23 @@ from tests.helpers.procs import REPO, spawn, stop
 def _serve(root: str, token_file: str, port: int, max_rows: int) -> None:
     import uvicorn
     from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
 
     from ranklog.archive.auth import TokenStore
+    from ranklog.archive.loki.routes import LokiAPI
     from ranklog.archive.query_api import QueryLimits, query_route
 
     tokens = TokenStore(token_file)
     route = query_route(root, lambda request: tokens.check(request.headers.get("authorization")),
                         QueryLimits(max_rows=max_rows))
-    uvicorn.run(Starlette(routes=[route]), host="127.0.0.1", port=port, log_level="warning")
+
+    def authorize(request):
+        if tokens.check(request.headers.get("authorization")):
+            return None
+        return JSONResponse({"error": "missing or invalid bearer token"}, status_code=401)
+
+    loki = LokiAPI(lambda _: root, authorize).routes()
+    uvicorn.run(Starlette(routes=[route, *loki]), host="127.0.0.1", port=port, log_level="warning")
 
 
 @contextlib.contextmanager

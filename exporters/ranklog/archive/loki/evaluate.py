@@ -31,12 +31,16 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 LINE_COLUMNS = ["ts", "msg", "exc", *STREAM_LABELS]
+# Regex matchers that accept every value, the missing one included (Grafana's "All" is `.*`): dropped
+# from the scan rather than evaluated on every row.
+MATCH_ALL = frozenset({".*", "(.*)", ".*?", "^.*$"})
 Labels = tuple[tuple[str, str], ...]
 
 
 def to_spec(selector: LogSelector, start_ns: int, end_ns: int, **extra: Any) -> QuerySpec:
     """The engine's spec for `selector` over [start_ns, end_ns). The first ``|=`` and the first
-    ``|~`` become the spec's ``contains``/``regex``, so a search takes the indexed text path."""
+    ``|~`` become the spec's ``contains``/``regex``, so a search takes the indexed text path;
+    ``label=~".*"`` matchers select everything and are left out."""
     contains = regex = None
     rest: list[tuple[str, str]] = []
     for op, pattern in selector.line_filters:
@@ -46,8 +50,9 @@ def to_spec(selector: LogSelector, start_ns: int, end_ns: int, **extra: Any) -> 
             regex = pattern
         else:
             rest.append((op, pattern))
+    matchers = tuple(m for m in selector.label_matchers if not (m[1] == "=~" and m[2] in MATCH_ALL))
     return QuerySpec(start_ns=start_ns, end_ns=max(end_ns, start_ns + 1), contains=contains, regex=regex,
-                     label_matchers=selector.label_matchers, line_filters=tuple(rest), **extra)
+                     label_matchers=matchers, line_filters=tuple(rest), **extra)
 
 
 def ns_column(table: pa.Table) -> np.ndarray:
