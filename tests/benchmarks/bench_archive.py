@@ -12,6 +12,8 @@ long-running service, and a fresh process pays first-touch page faults for every
 allocates (~0.9 CPU-s per million records more on the decode alone), which a running one has paid
 once. The archive's niced background flush (`background_nice`, see ranklog.archive.scheduling) is
 also measured switched off, side by side.
+The same ingest with the archive's root on S3 (a SeaweedFS server started on this machine, loopback)
+runs beside it: local disk and object storage side by side.
 (2) Bytes stored per record (after flush, and after compaction) vs the raw JSONL the ranklog
 logger writes for the same records, and vs `gzip -6` of it.
 Medians of several runs; ratios are what count on a shared machine.
@@ -20,6 +22,7 @@ Medians of several runs; ratios are what count on a shared machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import shutil
@@ -46,6 +49,7 @@ from ranklog.archive.replacement import HourOwner  # noqa: E402
 from ranklog.archive.storage import Storage  # noqa: E402
 from tests.helpers.archive_proc import arrow_body, running_archive  # noqa: E402
 from tests.helpers.corpus import generate, write_jsonl  # noqa: E402
+from tests.helpers.seaweedfs import running_seaweedfs  # noqa: E402
 
 CACHE = REPO / ".cache" / "bench_archive"
 BATCH_ROWS = 64 * 1024
@@ -53,6 +57,7 @@ CLIENTS = 4
 TARGET_RATE = 1_000_000
 TARGET_REF_SHARE = 0.5
 TARGET_SIZE_VS_GZIP = 0.5
+S3_LABEL = "lz4, root on S3 (SeaweedFS)"
 
 
 def corpus(rows: int) -> pa.Table:
@@ -137,16 +142,24 @@ def _wait_flushed(url: str) -> None:
 
 
 def ingest_run(posts: list[bytes], warm_up: list[bytes], rows: int, workdir: Path, token_file: Path,
-               compacted: bool, nice: int | None = None) -> dict[str, float]:
-    """One run against a fresh archive: ACK rate, in-Parquet rate, stored bytes (flushed, compacted)."""
-    root = workdir / "archive"
+               compacted: bool, nice: int | None = None, seaweedfs=None) -> dict[str, float]:
+    """One run against a fresh archive: ACK rate, in-Parquet rate, stored bytes (flushed, compacted).
+    With `seaweedfs`, the archive's root is a fresh bucket on it (WAL and state on local disk)."""
     extra = ["--flush-interval", "1s", "--log-level", "WARNING", "--archive-id", "bench"]
     extra += ["--background-nice", str(nice)] if nice is not None else []
-    with running_archive(root, token_file, extra_args=extra) as archive:
+    if seaweedfs is not None:
+        root: Path | str = f"s3://{seaweedfs.new_bucket('bench')}/archive"
+        state = workdir / "s3-state"
+        opened = running_archive(root, token_file, extra_args=[*extra, "--state-dir", str(state)],
+                                 log_path=workdir / "s3-archive.log", env=seaweedfs.env())
+    else:
+        root = state = workdir / "archive"
+        opened = running_archive(root, token_file, extra_args=extra)
+    with opened as archive:
         headers = archive.headers()
         _post_all(archive.url, headers, warm_up)
         _wait_flushed(archive.url)
-        warm_files = set(root.glob("date=*/hour=*/*.parquet"))
+        warm_files = set(Path(root).glob("date=*/hour=*/*.parquet")) if seaweedfs is None else set()
         pid = archive.proc.pid
         cpu_start = process_cpu_seconds(pid)
         started = time.perf_counter()
@@ -156,19 +169,19 @@ def ingest_run(posts: list[bytes], warm_up: list[bytes], rows: int, workdir: Pat
         _wait_flushed(archive.url)
         in_parquet = time.perf_counter() - started
         cpu_in_parquet = process_cpu_seconds(pid) - cpu_start
-    for path in warm_files:  # stored size is measured on the measured round alone
-        path.unlink()
-    parquet = list(root.glob("date=*/hour=*/*.parquet"))
-    flushed_bytes = sum(p.stat().st_size for p in parquet)
-    compacted_bytes = compaction_cpu = float("nan")
-    if compacted:
+    flushed_bytes = compacted_bytes = compaction_cpu = float("nan")
+    if seaweedfs is None:
+        for path in warm_files:  # stored size is measured on the measured round alone
+            path.unlink()
+        flushed_bytes = sum(p.stat().st_size for p in Path(root).glob("date=*/hour=*/*.parquet"))
+    if compacted and seaweedfs is None:
         storage = Storage(str(root), "bench")
         cpu_start = time.process_time()
         owner = HourOwner(storage, LocalLeaseStore(storage.base), 600.0, str(root / "_ranklog" / storage.archive_id))
         compact(storage, owner, now=time.time() + 10 * 86400, delay=0, target=128 * 1000**2)
         compaction_cpu = (time.process_time() - cpu_start) / rows * 1e6
-        compacted_bytes = sum(p.stat().st_size for p in root.glob("date=*/hour=*/*.parquet"))
-    shutil.rmtree(root)
+        compacted_bytes = sum(p.stat().st_size for p in Path(root).glob("date=*/hour=*/*.parquet"))
+    shutil.rmtree(state, ignore_errors=True)
     return {"ack_rate": rows / acked, "parquet_rate": rows / in_parquet,
             "ack_cpu": cpu_acked / rows * 1e6, "parquet_cpu": cpu_in_parquet / rows * 1e6,
             "compaction_cpu": compaction_cpu, "flushed_bytes": flushed_bytes / rows, "compacted_bytes": compacted_bytes / rows}
@@ -205,12 +218,16 @@ def main() -> int:
     variants = [(codec, codec, None) for codec in codecs]
     if not args.quick:
         variants.append(("zstd, flush not niced", "zstd", 0))
+    # The same archive with its root on object storage (a local SeaweedFS): local disk vs S3 side by side.
+    variants.append((S3_LABEL, "lz4", None))
     posts = {codec: bodies(table, codec) for codec in codecs}
     warm_up = {codec: warm_up_bodies(table, codec) for codec in codecs}
     workdir = Path(tempfile.mkdtemp(prefix="bench-archive-", dir=CACHE))
     token_file = workdir / "tokens"
     token_file.write_text(secrets.token_hex(16) + "\n")
     results: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in variants}
+    stack = contextlib.ExitStack()
+    seaweedfs = stack.enter_context(running_seaweedfs(workdir / "seaweedfs"))
     try:
         # Runs interleave the variants (drift on a shared machine hits all alike). Stored size does
         # not depend on the codec or the run: compact (slow, zstd-12) only once.
@@ -218,10 +235,11 @@ def main() -> int:
             for label, codec, nice in variants:
                 results[label].append(ingest_run(posts[codec], warm_up[codec], rows, workdir, token_file,
                                                  compacted=not args.quick and label == codecs[0] and run == 0,
-                                                 nice=nice))
+                                                 nice=nice, seaweedfs=seaweedfs if label == S3_LABEL else None))
         reference = [physical_reference(table, workdir) for _ in range(runs)]
         raw, gz = raw_sizes(table, workdir)
     finally:
+        stack.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
     def med(label: str, key: str) -> float:
@@ -245,6 +263,8 @@ def main() -> int:
     print(f"{'reference: pyarrow → Parquet, same settings':<58}{ref_rate:>12,.0f}{1:>13.2f}x{'':>12}{ref_cpu:>13.2f}")
     print("(CPU-s/M rec: CPU seconds the archive process (all threads) spent per million records; "
           "the ACK figure includes the background flush running meanwhile)")
+    print("(S3 row: the same archive with `--root s3://…` on a SeaweedFS server on this machine; the WAL stays on "
+          "local disk, so the ACK rate should match local disk and only the in-Parquet rate pays for PUTs)")
     ack = max(med(codec, "ack_rate") for codec in codecs)  # shipped settings only
     flushed, compacted = med(codecs[0], "flushed_bytes"), med(codecs[0], "compacted_bytes")
     print()
