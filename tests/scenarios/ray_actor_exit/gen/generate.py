@@ -11,4 +11,4 @@ HERE = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":
     ray_run = run(HERE)
     finish(HERE, doc=ray_run.doc(__doc__), commands=ray_run.commands(), tools=("ray",), failure=True, rank=1,
-           node=ray_run.host, category="Ray actor death", step=None, decisive="Worker exit type: SYSTEM_ERROR")
+           node=ray_run.host, category="Ray actor death", step=2, decisive="Worker exit type: SYSTEM_ERROR")
