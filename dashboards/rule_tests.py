@@ -160,6 +160,17 @@ def _unreadable(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return fire, quiet
 
 
+def _records_lost(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    lost = f'ranklog_agent_lost_records_total{{{_labels(instance=NODE1, job=AGENT_JOB, reason="refused")}}}'
+    fire = [Scenario("an archive refused one record and its text stand-in", {
+        **_up(), lost: "0x10 1x20"}, "15m", [{"instance": NODE1, "job": AGENT_JOB, "reason": "refused"}]),
+        Scenario("the agent restarted right after losing a record (series born at 1)", {
+            **_up(), lost: "_x35 1x20"}, "45m", [{"instance": NODE1, "job": AGENT_JOB, "reason": "refused"}])]
+    quiet = [Scenario("nothing lost", {**_up(), lost: "0x40"}, "30m"),
+             Scenario("a record lost an hour ago", {**_up("1x100"), lost: "0x10 1x90"}, "95m")]
+    return fire, quiet
+
+
 def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     rejected = "ranklog_archive_rejected_requests_total"
     unauthorized = f'{rejected}{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, reason="unauthorized")}}}'
@@ -200,7 +211,7 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
         "RanklogTrainingStalled": _stalled, "RanklogThroughputDropped": _throughput,
         "RanklogAgentDown": _down(AGENT_JOB, NODE1), "RanklogArchiveDown": _down(ARCHIVE_JOB, ARCHIVE),
         "RanklogShippingBacklogGrowing": _backlog, "RanklogOldestUnshippedTooOld": _oldest,
-        "RanklogAgentUnreadablePaths": _unreadable,
+        "RanklogAgentUnreadablePaths": _unreadable, "RanklogAgentRecordsLost": _records_lost,
         "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,
         "RanklogRetentionNotRunning": _retention,
     }

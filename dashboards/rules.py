@@ -71,6 +71,7 @@ class Thresholds:
     oldest_unshipped_max: str = "15m"
     oldest_unshipped_for: str = "5m"
     unreadable_paths_for: str = "10m"  # a path the agent cannot read for this long (not a passing race)
+    lost_records_window: str = "30m"  # an agent gave up on a record within this window: alert at once
     rejected_requests: int = 0  # more than this many refused requests within the window
     rejected_window: str = "10m"
     rejected_for: str = "2m"
@@ -255,6 +256,13 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"The ranklog agent on node {{{{ $labels.instance }}}} has been unable to read log files or "
               f"directories its sources match for {t.unreadable_paths_for} (reason {{{{ $labels.reason }}}}): "
               f"their logs are not collected. The agent's log names each path once.", "ranklog-agent.rules"),
+        Alert("RanklogAgentRecordsLost",
+              f"sum by (instance, job, reason) ({new_or_increase(f'ranklog_agent_lost_records_total{{{agent}}}', t.lost_records_window)}) > 0",
+              "0m", "critical", "agent",
+              "ranklog agent on {{ $labels.instance }} gave up on log records ({{ $labels.reason }})",
+              f"Within {t.lost_records_window} the ranklog agent on node {{{{ $labels.instance }}}} gave up on "
+              f"records (reason {{{{ $labels.reason }}}}): an archive refused them for good, even as plain text "
+              f"records. The agent's log names each one's file and offset.", "ranklog-agent.rules"),
         Alert("RanklogArchiveDown", f"up{{{archive}}} == 0", t.archive_down_for, "critical", "archive",
               "ranklog archive {{ $labels.instance }} is down",
               "Prometheus cannot scrape the ranklog archive {{ $labels.instance }}: agents buffer in their "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -37,6 +37,7 @@ class ScriptedArchive:
     port: int
     script: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # answers before the default 200
     max_rows: int | None = None  # answer 413 to bodies with more rows
+    refuse: Callable[[dict], bool] | None = None  # answer 400 to bodies holding a row (as a dict) it picks
     received: list[Received] = field(default_factory=list)
     tables: list[pa.Table] = field(default_factory=list)
 
@@ -54,6 +55,8 @@ class ScriptedArchive:
         status, headers = self.script.pop(0) if self.script else (200, {})
         if status == 200 and self.max_rows is not None and table.num_rows > self.max_rows:
             status, headers = 413, {}
+        if status == 200 and self.refuse is not None and any(map(self.refuse, table.drop_columns(["ts"]).to_pylist())):
+            status, headers = 400, {}
         self.received.append(Received(status, table.num_rows, request.headers.get("authorization", ""),
                                       request.headers.get("content-type", ""), time.monotonic()))
         if status == 200:
@@ -62,8 +65,9 @@ class ScriptedArchive:
 
 
 @contextmanager
-def scripted_archive(script=(), max_rows: int | None = None) -> Iterator[ScriptedArchive]:
-    archive = ScriptedArchive(free_port(), list(script), max_rows)
+def scripted_archive(script=(), max_rows: int | None = None,
+                     refuse: Callable[[dict], bool] | None = None) -> Iterator[ScriptedArchive]:
+    archive = ScriptedArchive(free_port(), list(script), max_rows, refuse)
     app = Starlette(routes=[Route("/v1/ingest", archive.ingest, methods=["POST"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=archive.port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)

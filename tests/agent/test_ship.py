@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 from pathlib import Path
@@ -127,8 +128,9 @@ def test_empty_chunks_are_acked_without_a_request(tmp_path: Path) -> None:
     assert archive.received == []
 
 
-@pytest.mark.parametrize("status", [400, 500])
+@pytest.mark.parametrize("status", [404, 500])
 def test_other_errors_back_off_and_retry(tmp_path: Path, status: int) -> None:
+    """A 5xx, or a 4xx that means misconfiguration (404/405/415), is retried as is: nothing given up."""
     with scripted_archive([(status, {})]) as archive:
         shipper, metrics, acks = _shipper(tmp_path, [archive.url])
         try:
@@ -136,9 +138,54 @@ def test_other_errors_back_off_and_retry(tmp_path: Path, status: int) -> None:
             assert len(_wait_acked(shipper, acks, 1)) == 1
         finally:
             shipper.stop()
-    reason = "rejected" if status == 400 else "http_5xx"
+    reason = "rejected" if status == 404 else "http_5xx"
     assert _value(metrics, "ranklog_agent_ship_failures_total", reason=reason) == 1
     assert archive.accepted_rows == 2
+
+
+def _poison_chunks() -> list[Chunk]:
+    chunks = [Chunk("h:1:2:ab", i * 1000, i * 1000 + 1000, {}, _batch(25, start=i * 1000), 25) for i in range(4)]
+    batch = chunks[2].batch
+    msg = batch.column("msg").to_pylist()
+    msg[7] = "poison"
+    chunks[2].batch = batch.set_column(batch.schema.get_field_index("msg"), "msg", pa.array(msg))
+    return chunks
+
+
+@pytest.mark.parametrize("stand_in_refused", [False, True])
+def test_a_refused_record_is_isolated_and_the_rest_ships(tmp_path: Path, caplog, stand_in_refused: bool) -> None:
+    """Issue 20: an archive that refuses one specific record (400) never stalls the source. The agent
+    bisects, ships the other 99 records, re-sends the refused one as a text record carrying the
+    error (or, when that is refused as well, counts it lost, logs its key) and acknowledges every chunk."""
+    if stand_in_refused:
+        def refuse(row):
+            return "poison" in row["msg"]
+    else:
+        def refuse(row):
+            return row["msg"] == "poison"  # the stand-in carries it inside JSON text
+    with scripted_archive(refuse=refuse) as archive:
+        shipper, metrics, acks = _shipper(tmp_path, [archive.url], batch_bytes=10**9)
+        try:
+            for chunk in _poison_chunks():
+                shipper.submit(chunk)
+            assert len(_wait_acked(shipper, acks, 4)) == 4
+        finally:
+            shipper.stop()
+    stored = pa.concat_tables(archive.tables)
+    every = {c.start + i * 10 for c in _poison_chunks() for i in range(25)}
+    assert sorted(stored["offset"].to_pylist()) == sorted(every - ({2070} if stand_in_refused else set()))
+    assert _value(metrics, "ranklog_agent_quarantined_records_total") == 1
+    assert _value(metrics, "ranklog_agent_records_shipped_total") == 100
+    assert _value(metrics, "ranklog_agent_ship_failures_total", reason="rejected") >= 3  # log2(100) halvings
+    if stand_in_refused:
+        assert _value(metrics, "ranklog_agent_lost_records_total", reason="refused") == 1
+        assert "offset 2070" in caplog.text and "LOST" in caplog.text
+    else:
+        assert _value(metrics, "ranklog_agent_lost_records_total", reason="refused") == 0
+        (stand_in,) = [r for r in stored.drop_columns(["ts"]).to_pylist() if r["offset"] == 2070]
+        assert stand_in["format"] == "text" and json.loads(stand_in["msg"])["msg"] == "poison"
+        assert json.loads(stand_in["attrs"])["ship_error"].startswith("HTTP 400")
+        assert stand_in["source_id"] == "h:1:2:ab"
 
 
 # frame magic numbers, little-endian, as they open each compressed Arrow buffer

@@ -4,7 +4,8 @@ A request is an Arrow IPC stream (lz4- or zstd-compressed buffers) of the chunks
 ``POST <url>/v1/ingest`` with the bearer token. Requests are cut per preferred endpoint when they
 hold ``batch_bytes`` raw bytes or their oldest chunk waited ``batch_latency``. ``senders`` threads
 send concurrently. A request is never dropped: every failure is counted by reason and retried on the
-next available endpoint (see :mod:`.endpoints`); a 413 splits it into smaller bodies. Only a 2xx
+next available endpoint (see :mod:`.endpoints`); a 413 splits it into smaller bodies; a permanent
+refusal (400/422) is bisected down to the refused record (see :meth:`Shipper._deliver`). Only a 2xx
 acknowledges, and only then are its chunks handed back (``on_ack``) to advance checkpoints.
 """
 
@@ -18,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .chunk import Chunk
 from .endpoints import Endpoints, parse_retry_after
@@ -25,6 +27,50 @@ from .endpoints import Endpoints, parse_retry_after
 log = logging.getLogger("ranklog.agent.ship")
 CONTENT_TYPE = "application/vnd.apache.arrow.stream"
 _RETRYABLE_STATUS_REASON = {429: "throttled", 503: "unavailable", 507: "disk_full"}
+# The archive's answers meaning "this body cannot be stored, whatever you retry": the cause is in the
+# records, so the agent isolates it (a 404/405/415 is a configuration error instead: retried, alerted).
+PERMANENT_STATUSES = frozenset({400, 422})
+
+
+@dataclass
+class Part:
+    """Records of a request still to acknowledge, with their encoded body (built once)."""
+
+    table: Any  # pyarrow.Table
+    quarantined: bool = False
+    _body: bytes | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.table.num_rows
+
+    def body(self, schema, compression: str) -> bytes:
+        if self._body is None:
+            self._body = encode(self.table.to_batches(), schema, compression)
+        return self._body
+
+    def halves(self) -> list[Part]:
+        middle = -(-self.rows // 2)
+        return [Part(self.table.slice(0, middle)), Part(self.table.slice(middle))]
+
+
+def quarantine(table, error: str):
+    """A refused record (one row) as a plain text record under the same key: every field it had as
+    JSON text in ``msg``, the archive's answer in ``attrs.ship_error``."""
+    import json
+
+    import pyarrow as pa
+
+    (row,) = table.drop_columns(["ts"]).to_pylist()
+    ts = table.column("ts").cast(pa.int64())[0].as_py()
+    keep = {"ts", "host", "ip", "source", "source_id", "offset"}
+    original = {k: v for k, v in row.items() if k not in keep and v is not None}
+    stand_in = {name: row[name] for name in keep if name != "ts"}
+    stand_in.update(level="UNKNOWN", format="text", msg=json.dumps(original, ensure_ascii=False, default=str),
+                    attrs=json.dumps({"ship_error": error[:500]}, ensure_ascii=False))
+    columns = {f.name: pa.array([stand_in.get(f.name)], f.type) for f in table.schema if f.name != "ts"}
+    columns["ts"] = pa.array([ts], pa.int64()).cast(table.schema.field("ts").type)
+    return pa.table({f.name: columns[f.name] for f in table.schema}, schema=table.schema)
 
 
 @dataclass
@@ -132,49 +178,64 @@ class Shipper:
                     with self._busy_lock:
                         self._busy -= 1
 
-    def _bodies(self, request: Request, parts: int) -> list[bytes]:
-        """The request's records as `parts` bodies of about equal row counts."""
-        batches = [c.batch for c in request.chunks if c.rows]
-        if parts <= 1:
-            return [encode(batches, self._schema, self._cfg.compression)]
+    def _table(self, request: Request):
         import pyarrow as pa
 
-        table = pa.Table.from_batches([b if b.schema.equals(self._schema) else b.cast(self._schema) for b in batches],
-                                      schema=self._schema)
-        step = max(1, -(-table.num_rows // parts))
-        return [encode(table.slice(i, step).to_batches(), self._schema, self._cfg.compression)
-                for i in range(0, table.num_rows, step)]
+        batches = [c.batch if c.batch.schema.equals(self._schema) else c.batch.cast(self._schema)
+                   for c in request.chunks if c.rows]
+        return pa.Table.from_batches(batches, schema=self._schema)
 
     def _deliver(self, client, request: Request) -> bool:
-        """Send until acknowledged; False only when the agent is stopping."""
-        parts = 1
-        bodies = self._bodies(request, parts)
-        sent = 0  # bodies of this request already acknowledged
-        while not self._stop.is_set():
+        """Send until every record is acknowledged (or, refused for good, accounted); False only when
+        the agent is stopping.
+
+        The request starts as one body. A 413 halves the part that got it. A permanent refusal
+        (400/422: the archive says this body cannot be stored, a retry cannot change that) bisects
+        the part until the refused record is alone; that record is sent again as a plain text record
+        under the same key with the refusal in ``attrs.ship_error`` (:func:`quarantine`), and if even
+        that is refused it is counted lost (``ranklog_agent_lost_records_total{reason="refused"}``),
+        logged with its key and alerted on. Either way the rest ships and the checkpoint moves on.
+        """
+        parts: list[Part] = [Part(self._table(request))]
+        while parts and not self._stop.is_set():
             index, wait = self.endpoints.choose(request.preferred)
             if index is None:
                 self._stop.wait(min(wait, 1.0))
                 continue
-            status = self._post(client, index, bodies[sent])
+            part = parts[0]
+            status, detail = self._post(client, index, part.body(self._schema, self._cfg.compression))
             if status is not None and 200 <= status < 300:
                 self.endpoints.succeeded(index)
-                sent += 1
-                if sent == len(bodies):
-                    self._metrics.agent_records_shipped.inc(request.rows)
-                    self._metrics.agent_ship_seconds.observe(time.monotonic() - request.started)
-                    return True
-            elif status == 413:
-                if parts >= request.rows:
-                    self._fail(index, "too_large", None, "a single record is larger than the archive accepts")
-                    continue
-                parts *= 2
-                log.warning("archive %s: request too large (413); splitting it into %d parts",
-                            self.endpoints.items[index].url, parts)
-                bodies, sent = self._bodies(request, parts), 0
-        return False
+                parts.pop(0)
+            elif (status == 413 or status in PERMANENT_STATUSES) and part.rows > 1:
+                parts[0:1] = part.halves()
+                log.warning("archive %s refused %d record(s) (HTTP %s); splitting them to isolate the cause",
+                            self.endpoints.items[index].url, part.rows, status)
+            elif status == 413 or status in PERMANENT_STATUSES:
+                self.endpoints.succeeded(index)  # the archive answered; the record is the problem
+                parts[0:1] = self._refused(part, status, detail)
+        if parts:
+            return False
+        self._metrics.agent_records_shipped.inc(request.rows)
+        self._metrics.agent_ship_seconds.observe(time.monotonic() - request.started)
+        return True
 
-    def _post(self, client, index: int, body: bytes) -> int | None:
-        """POST one body; failures are counted and back the endpoint off. The status, or None."""
+    def _refused(self, part: Part, status: int, detail: str) -> list[Part]:
+        """A single record refused for good: its text stand-in to send, or nothing once that was refused too."""
+        row = part.table.drop_columns(["ts"]).to_pylist()[0]
+        key = f"{row.get('source')} (source_id {row.get('source_id')}) offset {row.get('offset')}"
+        if not part.quarantined:
+            log.error("archive refused the record at %s (HTTP %s: %s); sending it again as a text record "
+                      "with the error in attrs.ship_error", key, status, detail)
+            self._metrics.agent_quarantined_records.inc()
+            return [Part(quarantine(part.table, f"HTTP {status}: {detail}"), quarantined=True)]
+        log.error("archive refused even the text stand-in of the record at %s (HTTP %s: %s); it is LOST, "
+                  "counted in ranklog_agent_lost_records_total{reason=\"refused\"}", key, status, detail)
+        self._metrics.agent_lost_records.labels(reason="refused").inc()
+        return []
+
+    def _post(self, client, index: int, body: bytes) -> tuple[int | None, str]:
+        """POST one body; failures are counted and back the endpoint off. (status or None, answer text)."""
         import httpx
 
         endpoint = self.endpoints.items[index]
@@ -182,31 +243,35 @@ class Shipper:
             token = self._cfg.token()
         except ValueError as exc:
             self._fail(index, "token", None, str(exc))
-            return None
+            return None, ""
         try:
             response = client.post(f"{endpoint.url}/v1/ingest", content=body,
                                    headers={"Content-Type": CONTENT_TYPE, "Authorization": f"Bearer {token}"})
         except httpx.TimeoutException as exc:
             self._fail(index, "timeout", None, repr(exc))
-            return None
+            return None, ""
         except httpx.HTTPError as exc:
             tls = isinstance(exc.__context__, ssl.SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(exc)
             self._fail(index, "tls" if tls else "connect", None, repr(exc))
-            return None
+            return None, ""
         status = response.status_code
+        detail = response.text[:300]
         if 200 <= status < 300:
-            return status
+            return status, detail
         if status in (401, 403):
             self._metrics.agent_ship_failures.labels(reason="unauthorized").inc()
             self.endpoints.refused_token(index)
-            return status
+            return status, detail
         if status == 413:
             self._metrics.agent_ship_failures.labels(reason="too_large").inc()
-            return status
+            return status, detail
+        if status in PERMANENT_STATUSES:
+            self._metrics.agent_ship_failures.labels(reason="rejected").inc()
+            return status, detail
         retry_after = parse_retry_after(response.headers.get("Retry-After")) if status in _RETRYABLE_STATUS_REASON else None
         reason = _RETRYABLE_STATUS_REASON.get(status, "http_5xx" if status >= 500 else "rejected")
-        self._fail(index, reason, retry_after, f"HTTP {status}: {response.text[:200]}")
-        return status
+        self._fail(index, reason, retry_after, f"HTTP {status}: {detail[:200]}")
+        return status, detail
 
     def _fail(self, index: int, reason: str, retry_after: float | None, detail: str) -> None:
         self._metrics.agent_ship_failures.labels(reason=reason).inc()
