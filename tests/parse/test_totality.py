@@ -65,7 +65,7 @@ def _text_line(draw) -> str:
         f"{ts} | {level} | {word}:f:{num} - {msg}",
         f"{ts}\t{level} {word}.py:{num} -- {msg}",
         f"{ts} {level} {word}: {msg}",
-        f"[rank{num}]: {ts} {level} {msg}",
+        f"[default0]:[rank{num}]: {ts} {level} {msg}",  # torchrun --tee; a bare "[rank0]: " is its prefix
         f"I{num[:4].zfill(4)} {num[:2].zfill(2)}:61:99.{num} {num} {word}.cc:{num}] {msg}",
         f"[{ts}] [{num}] [{word}.cc:{num}] {level} {msg}",
         f"({word} pid={num}) {ts} {level} {msg}",
@@ -191,7 +191,7 @@ def test_the_issue_line_keeps_the_batch_and_its_raw_time():
     table, repaired = _decoded(body, NDJSON)
     assert table.num_rows == 100 and repaired == 1
     attrs = json.loads(table.column("attrs")[50].as_py())
-    assert attrs["ts"] == "2999-06-01T00:00:00Z" and attrs["ts_inferred"] is True and PARSE_ERROR in attrs
+    assert attrs["ts"] == "2999-06-01T00:00:00Z" and attrs["ts_inferred"] == "previous" and PARSE_ERROR in attrs
     ts = table.column("ts").cast(pa.int64()).to_pylist()
     assert ts[50] == ts[49]  # the time of the nearest earlier timestamped record of the same source
     assert not math.isnan(ts[50])

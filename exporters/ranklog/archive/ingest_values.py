@@ -6,7 +6,7 @@ in a required column — is kept: the field becomes null (or its default), the v
 ``attrs`` under the field's own name, and ``attrs.parse_error`` names the field(s). A record left
 without a usable time takes DESIGN's inference rule within its source in the body: the time of the
 nearest earlier timestamped record of the same ``source_id`` (by offset), else the nearest later
-one, else the receive time; it is marked ``attrs.ts_inferred``. Only the shape of a body (not an
+one, else the receive time; it is marked ``attrs.ts_inferred`` (``previous``/``next``/``received``). Only the shape of a body (not an
 Arrow stream, a line that is not a JSON object, an unknown column) is still a 400: that is a
 sender bug, which the agent isolates by bisecting (see :mod:`ranklog.agent.ship`).
 
@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -72,36 +71,38 @@ def _with_errors(attrs: str | None, rejected: dict[str, Any], fields: Sequence[s
     return json.dumps(merged, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
 
 
-def _mark_inferred(attrs: str | None) -> str:
+def _mark_inferred(attrs: str | None, reason: str) -> str:
     try:
         own = json.loads(attrs) if attrs else {}
     except ValueError:
         own = {"attrs": attrs}
     if not isinstance(own, dict):
         own = {"attrs": own}
-    own[TS_INFERRED] = True
+    own[TS_INFERRED] = reason
     return json.dumps(own, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def infer_times(ts: list[int | None], source_ids: Sequence[str], offsets: Sequence[int],
-                received_ns: int) -> list[bool]:
-    """Fill None entries of `ts` in place (DESIGN's rule within each source); returns which were filled."""
-    inferred = [value is None for value in ts]
-    if not any(inferred):
-        return inferred
+                received_ns: int) -> list[str | None]:
+    """Fill None entries of `ts` in place (DESIGN's rule within each source); returns per row how:
+    ``previous`` / ``next`` (the parsers' words, :mod:`ranklog.parse.inferred_time`), ``received``
+    when the source has no time at all in the body, None where the row had its own."""
+    reasons: list[str | None] = [None] * len(ts)
+    if all(value is not None for value in ts):
+        return reasons
     by_source: dict[str, list[int]] = {}
     for i, sid in enumerate(source_ids):
         by_source.setdefault(sid, []).append(i)
     for rows in by_source.values():
         rows.sort(key=lambda i: offsets[i])
         known = [ts[i] for i in rows if ts[i] is not None]
-        previous = known[0] if known else received_ns  # at the head: the first later one
+        previous, reason = (known[0], "next") if known else (received_ns, "received")
         for i in rows:
             if ts[i] is None:
-                ts[i] = previous
+                ts[i], reasons[i] = previous, reason
             else:
-                previous = ts[i]
-    return inferred
+                previous, reason = ts[i], "previous"
+    return reasons
 
 
 # --- NDJSON rows (after record.normalize_row) -----------------------------------------------------
@@ -122,11 +123,11 @@ def repair_rows(rows: list[dict[str, Any]], given: Sequence[dict[str, Any]], rec
             row["attrs"] = _with_errors(row.get("attrs"), rejected, list(rejected))
             repaired += 1
     ts = [row.get("ts") for row in rows]
-    inferred = infer_times(ts, [row["source_id"] for row in rows], [row["offset"] for row in rows], received_ns)
-    for row, value, was in zip(rows, ts, inferred, strict=True):
+    reasons = infer_times(ts, [row["source_id"] for row in rows], [row["offset"] for row in rows], received_ns)
+    for row, value, reason in zip(rows, ts, reasons, strict=True):
         row["ts"] = value
-        if was:
-            row["attrs"] = _mark_inferred(row.get("attrs"))
+        if reason:
+            row["attrs"] = _mark_inferred(row.get("attrs"), reason)
     return repaired
 
 
@@ -219,9 +220,10 @@ def repair_arrow(table: pa.Table, received_ns: int) -> pa.Table:
             ts_ns = _raw_values(columns["ts"].cast(schema.field("ts").type)) if "ts" in columns else [None] * n
         sids = columns["source_id"].to_pylist() if "source_id" in columns else [""] * n
         offsets = columns["offset"].to_pylist() if "offset" in columns else list(range(n))
-        inferred = infer_times(ts_ns, [s or "" for s in sids], [-1 if o is None else o for o in offsets], received_ns)
-        for i in np.flatnonzero(inferred).tolist():
-            attrs[i] = _mark_inferred(attrs[i])
+        reasons = infer_times(ts_ns, [s or "" for s in sids], [-1 if o is None else o for o in offsets], received_ns)
+        for i, reason in enumerate(reasons):
+            if reason:
+                attrs[i] = _mark_inferred(attrs[i], reason)
         columns["ts"] = _ts_column(ts_ns, schema.field("ts").type)
     columns["attrs"] = pa.array(attrs, pa.string())
     return with_repaired(pa.table({k: columns[k] for k in FIELDS if k in columns}), len(bad_rows))

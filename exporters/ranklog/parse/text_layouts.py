@@ -29,7 +29,7 @@ from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
 
 from .batch import build_batch, empty_batch
 from .contract import ParseResult
-from .jsontext import count_unusable, join_members, json_member, unusable_members
+from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
 from .lines import decode_lines, split_lines
 from .multiline import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Group, Grouping, Kind, group_lines
@@ -287,8 +287,15 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
     unusable = unusable_members(prefix_raw, {name: columns[name] for name in prefix_raw})
     if unusable:  # e.g. [rank99999999999]: a rank no int32 holds
         noted = join_members(unusable, len(starts))
-        columns["attrs"] = _merge_rows(columns.get("attrs"), {
-            i: json.loads(text) for i, text in enumerate(noted.to_pylist()) if text is not None}, len(starts))
+        base = columns["attrs"].to_pylist() if columns.get("attrs") is not None else [None] * len(starts)
+        extra = {}
+        for i, text in enumerate(noted.to_pylist()):
+            if text is not None:
+                extra[i] = more = json.loads(text)
+                earlier = json.loads(base[i]).get(PARSE_ERROR_KEY, "") if base[i] else ""
+                if earlier.startswith(UNUSABLE_NOTE):  # the layout's fields too: one note names all
+                    more[PARSE_ERROR_KEY] += ", " + earlier.removeprefix(UNUSABLE_NOTE)
+        columns["attrs"] = _merge_rows(columns.get("attrs"), extra, len(starts))
     head_text = body.take(first)
     msg = pc.coalesce(columns["msg"], head_text) if "msg" in columns else head_text
     start_kinds = kinds[starts]
