@@ -243,3 +243,20 @@ def test_grafana_panel_query_matches_ranklog_query_cli(client, root):
     lines = [line for _, line, _ in sorted(entries(body), key=lambda item: item[0])]
     assert lines == [r["msg"] + ("\n" + r["exc"] if r.get("exc") else "") for r in cli]
     assert len(lines) > 5
+
+
+def test_tail_streams_new_records_over_a_websocket(client):
+    from starlette.websockets import WebSocketDisconnect
+
+    start = NOW_NS - 10 * 60 * 10**9
+    with client.websocket_connect(f'/loki/api/v1/tail?query={{trace_id="feedbeef"}}&start={start}') as ws:
+        message = ws.receive_json()
+    check_shape(message, "tail")
+    assert message["dropped_entries"] is None
+    ((ts, line),) = message["streams"][0]["values"]
+    assert int(ts) == NOW_NS - 5 * 60 * 10**9 and line.startswith("RuntimeError: CUDA error")
+    with pytest.raises(WebSocketDisconnect), \
+            client.websocket_connect("/loki/api/v1/tail?query={}", headers={"Authorization": "Bearer wrong"}) as ws:
+        ws.receive_json()
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect("/loki/api/v1/tail?query={job=") as ws:
+        ws.receive_json()

@@ -9,12 +9,17 @@ the archive's own root through the query engine. Same bearer tokens as ingest (G
 Errors are Loki's: a 400 with the message as ``text/plain`` (``parse error at line 1, col 7: …``,
 ``max entries limit per query exceeded …``); 429 with ``Retry-After`` past
 :data:`MAX_CONCURRENT` queries. ``/query`` answers metric queries only, as Loki does.
-Not served: ``tail`` (a WebSocket), ``index/volume``, ``patterns``, ``detected_*`` (Grafana copes
-with their 404: Explore then computes the log volume with a ``count_over_time`` query instead).
+``/tail`` is Loki's WebSocket (Grafana's live tailing): every second it sends the records that
+arrived since the last message, ``{"streams": […], "dropped_entries": null}``, from ``start``
+(default one hour ago) up to ``delay_for`` seconds (≤ 5) before now, ``limit`` per message, at most
+:data:`MAX_TAILS` at once; the handshake is refused (403) without a valid token.
+Not served: ``index/volume``, ``patterns``, ``detected_*`` (Grafana copes with their 404: Explore then
+computes the log volume with a ``count_over_time`` query instead).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,7 +30,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MultiDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...errors import UserError
 from ...query import engine
@@ -45,6 +51,8 @@ from .params import (
 )
 
 MAX_CONCURRENT = 4
+MAX_TAILS = 8
+TAIL_INTERVAL_S = 1.0
 PREFIX = "/loki/api/v1"
 
 
@@ -73,6 +81,7 @@ class LokiAPI:
         self.root = root
         self.authorize = authorize
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+        self._tails = 0
 
     def routes(self) -> list[Route]:
         both = ["GET", "POST"]
@@ -84,6 +93,7 @@ class LokiAPI:
             Route(PREFIX + "/label/{name}/values", self._endpoint(self.label_values), methods=both),
             Route(f"{PREFIX}/series", self._endpoint(self.series), methods=both),
             Route(f"{PREFIX}/index/stats", self._endpoint(self.index_stats), methods=both),
+            WebSocketRoute(f"{PREFIX}/tail", self.tail),
         ]
 
     def _endpoint(self, work: Callable[[ArchiveSource, MultiDict, Request], Response]) -> Callable:
@@ -103,6 +113,45 @@ class LokiAPI:
                 self._slots.release()
 
         return handle
+
+    async def tail(self, websocket: WebSocket) -> None:
+        import asyncio
+
+        if self.authorize(websocket) is not None:  # type: ignore[arg-type]  # headers and app are all it reads
+            await websocket.close(code=1008)
+            return
+        params = websocket.query_params
+        try:
+            selector = parse_selector(params.get("query") or "")
+            limit = limit_param(params)
+            delay = min(duration_param(params, "delay_for") or 0, 5 * 10**9)
+            now_ns = time.time_ns()
+            last = time_param(params, "start", now_ns - QUERY_RANGE_DEFAULT_NS, now_ns)
+        except (LogQLError, UserError) as exc:
+            await websocket.close(code=1008, reason=str(exc)[:120])
+            return
+        if self._tails >= MAX_TAILS:
+            await websocket.close(code=1013, reason=f"too many tails (limit {MAX_TAILS})")
+            return
+        self._tails += 1
+        await websocket.accept()
+        try:
+            source = await run_in_threadpool(ArchiveSource.open, self.root(websocket))  # type: ignore[arg-type]
+            while True:
+                until = time.time_ns() - delay
+                if until > last:
+                    found = await run_in_threadpool(evaluate.log_streams, source, selector, last, until, limit, True)
+                    if found.entries:
+                        await websocket.send_json({"streams": found.streams, "dropped_entries": None})
+                        last = max(int(ts) for stream in found.streams for ts, _ in stream["values"]) + 1
+                with contextlib.suppress(asyncio.TimeoutError):
+                    message = await asyncio.wait_for(websocket.receive(), TAIL_INTERVAL_S)
+                    if message["type"] == "websocket.disconnect":
+                        return
+        except WebSocketDisconnect:
+            return
+        finally:
+            self._tails -= 1
 
     # -- queries ----------------------------------------------------------------------------------
     def query_range(self, source: ArchiveSource, params: MultiDict, request: Request) -> Response:
