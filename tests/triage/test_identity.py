@@ -69,3 +69,19 @@ def test_records_with_their_own_identity_keep_it():
         _row("/a/rank-1.pid-11.0000.jsonl", "y", pid=11, rank=1, host="h1", fmt="ranklog"),
     ]
     assert [(r["rank"], r["host"]) for r in _records(rows)] == [(0, "h1"), (1, "h1")]
+
+
+def test_ray_errors_that_name_an_actor_beside_its_pid_lend_the_name():
+    died = ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+            "\tclass_name: Trainer\n\tactor_id: 74b6d1f5722c17bde46cc80a01000000\n\tpid: 400\n\tname: trainer_1\n"
+            "\tnamespace: b244c375\n\tip: 192.0.2.2")
+    created = ("ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, "
+               "ray::pfxWorkerDict_0:2:WorkerDict.__init__() (pid=401, ip=192.0.2.2, actor_id=b58a)")
+    rows = [
+        _row(f"{LOGS}/worker-d-01000000-400.err", "[Rank 1] step", pid=400, rank=1, role="Trainer"),
+        _row(f"{LOGS}/worker-e-01000000-401.err", "[Rank 2] init", pid=401, rank=2, role="WorkerDict"),
+        _row("/x/node-a/driver-console.log", died, level="ERROR"),
+        _row("/x/node-a/driver-console.log", created, level="ERROR"),
+    ]
+    roles = {r["pid"]: r["role"] for r in _records(rows) if r["pid"] is not None}
+    assert roles == {400: "trainer_1", 401: "pfxWorkerDict_0:2"}

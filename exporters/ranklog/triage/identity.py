@@ -10,6 +10,9 @@ lines and the raylet's report of its death carry only the pid. So:
   two hosts) lends nothing: a guess would put a failure on the wrong rank.
 - **pid → role**: the fullest name any record of the pid gives (the JSON ``actor_name``
   ``kZ3xWqWorkerDict_0:1`` beats the class ``WorkerDict`` of the ``:actor_name:`` marker lines).
+  Text-mode workers never write their actor's name; Ray's errors about them do, beside the pid:
+  ``ray::trainer_2:Trainer.__init__() (pid=27861, …)`` and ActorDiedError's ``pid: 29441`` /
+  ``name: trainer_1`` lines. Those names are lent to the pid's records too.
 - **pid → host**: the one host the pid's records name, for its records that name none.
 - **worker id → pid**: Ray names a worker's files after its worker id and pid
   (``worker-<worker_id>-<job>-<pid>.err``, ``python-core-worker-<worker_id>_<pid>.log``), and the GCS
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
     import duckdb
 
 UNKNOWN_HOST = "unknown"
+_NAMED_TASK = re.compile(r"ray::(?P<name>\S+):(?P<cls>\w+)\.\w+\(\)\s*\(pid=(?P<pid>\d+)")
+_DIED_ACTOR = re.compile(r"\bpid: (?P<pid>\d+)\s*\n\s*name: (?P<name>\S+)")
 _WORKER_FILE = re.compile(r"(?:^|/)(?:python-core-)?worker-(?P<worker_id>[0-9a-f]{16,})[-_](?:[0-9a-f]+-)?(?P<pid>\d+)\.\w+$")
 _RAYLET_STARTED = re.compile(
     r"Raylet of id, (?P<node>[0-9a-f]+) started\..*?node_manager address: \[?(?P<ip>[0-9A-Fa-f.:]+?)\]?:\d+"
@@ -101,6 +106,10 @@ def build_identity(con: duckdb.DuckDBPyConnection, view: str, groups: list[PidGr
     for g in groups:
         if g.pid is not None:
             seen_roles[g.pid].add(g.role)
+    for pid, name in _names_from_errors(con, view).items():
+        if len(name) > len(roles.get(pid, "")):
+            roles[pid] = name
+            seen_roles[pid].add(name)
     identity.role_by_pid = {pid: role for pid, role in roles.items() if len(seen_roles[pid]) > 1}
     if any(g.host == UNKNOWN_HOST or not g.host for g in groups):
         _hosts_from_raylets(con, view, identity)
@@ -115,6 +124,20 @@ def worker_pids(con: duckdb.DuckDBPyConnection, view: str) -> dict[str, int]:
         if found:
             out[found["worker_id"]] = int(found["pid"])
     return out
+
+
+def _names_from_errors(con: duckdb.DuckDBPyConnection, view: str) -> dict[int, str]:
+    """pid -> actor name from Ray's error texts that name both (see the module docstring)."""
+    rows = con.execute(
+        f"SELECT msg, exc FROM {view} WHERE format = 'ray' AND level IN ('ERROR', 'CRITICAL', 'UNKNOWN') "
+        "AND (contains(msg, 'ray::') OR contains(msg, 'ActorDiedError') OR contains(exc, 'ray::'))").fetchall()
+    names: dict[int, str] = {}
+    for msg, exc in rows:
+        text = f"{msg or ''}\n{exc or ''}"
+        for pattern in (_NAMED_TASK, _DIED_ACTOR):
+            for found in pattern.finditer(text):
+                names[int(found["pid"])] = found["name"]
+    return names
 
 
 def _hosts_from_raylets(con: duckdb.DuckDBPyConnection, view: str, identity: Identity) -> None:
