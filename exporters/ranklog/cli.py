@@ -9,6 +9,8 @@ as one line naming the extra to install.
 
 from __future__ import annotations
 
+import argparse
+import copy
 import importlib
 import sys
 from collections.abc import Sequence
@@ -43,6 +45,29 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
+def _one_spelling(formatter: type[argparse.HelpFormatter]) -> type[argparse.HelpFormatter]:
+    """`formatter` listing one long spelling per flag: aliases (``--start_time``, ``--log-dir``) are
+    accepted but not shown twice."""
+    class OneSpelling(formatter):  # type: ignore[misc, valid-type]
+        def _format_action_invocation(self, action: argparse.Action) -> str:
+            longs = [s for s in action.option_strings if s.startswith("--")]
+            if len(longs) > 1:
+                shown = [s for s in action.option_strings if not s.startswith("--")] + longs[:1]
+                action = copy.copy(action)
+                action.option_strings = shown
+            return super()._format_action_invocation(action)
+
+    return OneSpelling
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of command `name` (its module is imported), as ``ranklog NAME --help`` shows it."""
+    module_name, _, _ = COMMANDS[name]
+    parser = importlib.import_module(f"ranklog.commands.{module_name}").build_parser(f"ranklog {name}")
+    parser.formatter_class = _one_spelling(parser.formatter_class)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -58,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     module_name, extra, _ = COMMANDS[name]
     try:
         module = importlib.import_module(f"ranklog.commands.{module_name}")
-        parser = module.build_parser(f"ranklog {name}")
+        parser = build_parser(name)
         args = parser.parse_args(rest)
         args.command = name
         return int(module.main(args) or 0)
