@@ -108,7 +108,7 @@ def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
     hosts = sorted({inc.host for inc in together} - {"unknown"}) or sorted({inc.host for inc in together})
     reasons = []
     category = primary.category or "unknown"
-    who = describe_ranks(ranks) or f"a process on {primary.host}"
+    who = describe_ranks(ranks) or "a process"  # the hosts follow in the summary
     step = f" at step {primary.line.step}" if primary.line.step is not None else ""
     summary = f"{who} on {', '.join(hosts)}: {category}{step}"
     consequences = [inc for inc in _firsts(evidence.incidents) if inc.consequence and inc.rank not in ranks]
