@@ -2,10 +2,10 @@
 
 The runbook writes ``A`` for the archive, ``J`` for the training job, ``R`` for a rank and ``D``
 for a copied log directory (and ``KEY=VALUE`` for a threshold). The test makes a real log directory
-with the ranklog logger (two ranks of one job, one of them failing with a CUDA OOM, timestamped
-now), stores it as an archive with the archive's own Parquet writer, substitutes the placeholders
-and runs each command; each must exit 0 and print something. Commands of other tools the runbook
-mentions (``py-spy``, ``nvidia-smi``, ``journalctl``) need a GPU node or systemd and are not run.
+with the ranklog logger (:mod:`tests.helpers.ops_data`), substitutes the placeholders and runs each
+command: each must exit 0; triage must print a verdict and ERROR queries the job's CUDA OOM.
+Commands of other tools the runbook mentions (``py-spy``, ``nvidia-smi``, ``journalctl``) need a
+GPU node or systemd and are not run.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def test_the_runbook_names_its_commands() -> None:
 def test_runbook_command_runs(command: str, data: dict[str, str]) -> None:
     proc = subprocess.run(_substitute(command, data), capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, f"{command}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
-    assert proc.stdout.strip(), f"{command}: printed nothing"
+    if command.startswith("ranklog triage"):
+        assert proc.stdout.strip(), f"{command}: printed nothing"
     if "--level ERROR" in command:
         assert "CUDA out of memory" in proc.stdout, proc.stdout[-2000:]
