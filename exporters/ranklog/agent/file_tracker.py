@@ -16,7 +16,9 @@ Decisions, in order, for every poll:
   copy is found. It is counted in ``ranklog_agent_lost_bytes_total{reason="truncated"}``, logged,
   and shipped as a WARNING record of the old source (``attrs.ranklog_lost_bytes``, at the offset
   where the loss starts) that ``ranklog integrity`` reports. Bytes written and truncated between
-  two looks of the agent cannot be known: the count is a lower bound.
+  two looks of the agent cannot be known: the count is a lower bound. The notice is shipped at most
+  once (it is not in the checkpoint): an agent killed before its acknowledgement keeps only the
+  metric and the log line.
 - At start, each checkpointed file is found again by device+inode (at its path, or renamed in the
   same directory), verified by its head checksum, and resumed at its acknowledged offset. A file
   that is gone, or whose inode now holds other bytes, lost its unacknowledged tail: counted in
