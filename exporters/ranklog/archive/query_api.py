@@ -132,6 +132,17 @@ class QueryEndpoint:
         self.authorize = authorize
         self.limits = limits or QueryLimits()
         self._slots = threading.BoundedSemaphore(self.limits.max_concurrent)
+        self._opened: dict[tuple, ArchiveSource] = {}
+
+    def _source(self, root: str, s3) -> ArchiveSource:
+        """The archive to query; an object-store root is opened once (resolving credentials and
+        building its S3 client costs tens of milliseconds), a local one on every request."""
+        if "://" not in root:
+            return ArchiveSource.open(root, s3)
+        key = (root, s3)
+        if key not in self._opened:
+            self._opened[key] = ArchiveSource.open(root, s3)
+        return self._opened[key]
 
     async def handle(self, request: Request) -> Response:
         import pyarrow as pa
@@ -159,8 +170,7 @@ class QueryEndpoint:
                 self._slots.release()
 
         try:
-            source = await run_in_threadpool(ArchiveSource.open, self.root(request),
-                                            getattr(request.app.state, "s3", None))
+            source = await run_in_threadpool(self._source, self.root(request), getattr(request.app.state, "s3", None))
             if count_only:
                 total = await run_in_threadpool(engine.count, source, spec)
                 release()
