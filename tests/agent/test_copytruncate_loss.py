@@ -94,6 +94,8 @@ def test_copytruncate_reads_the_copy_then_reports_what_no_copy_holds(tmp_path: P
     assert check.returncode == 1, check.stderr
     report = json.loads(check.stdout)
     assert report["agent_lost_bytes"] == lost
+    # the seq walk follows the file's generations (same path, offsets from 0 again): one gap, no restart
+    assert (report["missing_records"], report["restarts"]) == (len(missing), 0)
     assert [(e["source"], e["reason"]) for e in report["agent_losses"]] == [(str(path), "truncated")]
     human = subprocess.run(ranklog_cmd("integrity", "--archive", str(tmp_path / "archive")),
                            capture_output=True, text=True, timeout=120)

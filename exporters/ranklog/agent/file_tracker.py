@@ -248,8 +248,8 @@ class FileTracker:
                 os.close(fd)
                 continue
             generation += 1
-            missed = TrackedFile(path=path, fd=fd, format=tf.format, fields=dict(tf.fields), options=dict(tf.options),
-                                 generation=generation, detached=True)
+            missed = TrackedFile(path=original, fd=fd, format=tf.format, fields=dict(tf.fields),
+                                 options=dict(tf.options), generation=generation, detached=True)
             missed.note_size(st.st_size, time.time())
             log.info("%s holds a generation of %s the agent had not seen; reading it (%d bytes)",
                      path, original, st.st_size)
@@ -258,11 +258,12 @@ class FileTracker:
         return generation
 
     def _continue_in(self, tf: TrackedFile, path: str, fd: int, st: os.stat_result) -> None:
-        """The old generation goes on reading from the copy: same source_id, same offsets."""
+        """The old generation goes on reading from the copy: same source_id, same offsets, and the
+        same ``source`` path (the lines were written there; the copy is only where they are read)."""
         if self._inodes.get(tf.inode) is tf:
             del self._inodes[tf.inode]
         os.close(tf.fd)
-        tf.fd, tf.path, tf.detached = fd, path, True
+        tf.fd, tf.detached = fd, True
         tf.inode = (st.st_dev, st.st_ino)
         tf.ident = dataclasses.replace(tf.ident, dev=st.st_dev, ino=st.st_ino)  # found again after a restart
         tf.note_size(st.st_size, time.time())

@@ -5,8 +5,9 @@ What is checked (over the selected records, e.g. ``--since 1h`` from a systemd t
 - **seq gaps**: the ranklog logger numbers each process's records 1, 2, 3… (and advances ``seq`` past
   records it had to drop). Records are grouped by process — host, pid, job, rank and the logger's
   file family (the path without its ``.NNNN.jsonl`` part number: a process's parts continue one
-  sequence) — and walked in write order (file, byte offset). A jump ``seq → seq+k`` means ``k-1``
-  records are missing. A *drop* back to a lower ``seq`` is a new process that reused the pid (the
+  sequence) — and walked in write order (file, generation, byte offset: a file truncated in place
+  by copytruncate starts a new generation, a new source_id, at offset 0 again). A jump
+  ``seq → seq+k`` means ``k-1`` records are missing. A *drop* back to a lower ``seq`` is a new process that reused the pid (the
   logger restarts at 1) and is counted as a restart, not a gap. The first record of the selection
   is not checked against anything before it (retention, the time window).
 - **offset coverage**: a record's end is not stored, so byte-exact coverage cannot be proven from the
@@ -44,12 +45,14 @@ MAX_LISTED = 1000
 _LOAD = "CREATE TABLE r AS SELECT * FROM records"
 _GAPS = f"""
 WITH s AS (
-  SELECT host, pid, job, rank, source, "offset", seq, epoch_ns(ts) AS ts_ns,
-         regexp_replace(source, '{PART_SUFFIX}', '') AS family
+  SELECT host, pid, job, rank, source, source_id, "offset", seq, epoch_ns(ts) AS ts_ns,
+         regexp_replace(source, '{PART_SUFFIX}', '') AS family,
+         min(epoch_ns(ts)) OVER (PARTITION BY source_id) AS generation_ts
   FROM r WHERE seq IS NOT NULL),
 w AS (
   SELECT *, lag(seq) OVER p AS prev_seq, lag(ts_ns) OVER p AS prev_ts_ns
-  FROM s WINDOW p AS (PARTITION BY host, pid, job, rank, family ORDER BY source, "offset"))
+  FROM s WINDOW p AS (PARTITION BY host, pid, job, rank, family
+                      ORDER BY source, generation_ts, source_id, "offset"))
 SELECT host, pid, job, rank, family, prev_seq, seq, seq - prev_seq - 1 AS missing, prev_ts_ns, ts_ns,
        seq <= prev_seq AS restart
 FROM w WHERE prev_seq IS NOT NULL AND seq <> prev_seq + 1
