@@ -39,6 +39,7 @@ from typing import Any
 from dashboards import AGENT_JOB, ARCHIVE_JOB, ERROR_LEVELS, GENERATED_DIR, THROUGHPUT_METRIC
 
 RULES_FILE = GENERATED_DIR / "ranklog.rules.yml"
+RUNBOOK_URL = "https://github.com/ranklog/ranklog/blob/main/dashboards/RUNBOOK.md"
 SIZE_FIELDS = ("backlog_min_bytes", "disk_free_min_bytes")
 
 
@@ -79,7 +80,10 @@ class Thresholds:
     disk_free_for: str = "5m"
     retention_stale_after: str = "6h"
     retention_for: str = "10m"
-    runbook_url: str = "dashboards/RUNBOOK.md"  # where RUNBOOK.md is served; each alert links its anchor
+    # Where RUNBOOK.md is served (absolute: a notification has no base to resolve a relative link
+    # against); each alert links its anchor. The prometheus role swaps this base for its
+    # prometheus_ranklog_runbook_url when it deploys the rule file.
+    runbook_url: str = RUNBOOK_URL
 
     def seconds(self, name: str) -> float:
         from ranklog.units import parse_duration
