@@ -170,3 +170,26 @@ def test_managed_prometheus_yml_scrapes_the_same_ranklog_jobs(tmp_path, tool_env
     dropin = yaml.safe_load(out["ranklog.yml"].read_text())["scrape_configs"]
     assert [job["job_name"] for job in managed] == ["prometheus", "ranklog-agent", "ranklog-archive", "alertmanager"]
     assert managed[1:3] == dropin
+
+
+def test_alert_thresholds_are_role_variables(tmp_path, tool_env) -> None:
+    """prometheus_ranklog_alert_thresholds re-renders ranklog.rules.yml; an unknown name fails, naming it."""
+    rules_dir = tmp_path / "rules.d"
+    base = {"prometheus_install_method": "none", "prometheus_rules_dir": str(rules_dir),
+            "prometheus_scrape_config_dir": str(tmp_path / "scrape.d"), "prometheus_rule_files": [str(RULES_FILE)]}
+    tasks = [{"name": "role", "ansible.builtin.import_role": {"name": "ranklog.stack.prometheus"}}]
+    thresholds = {"error_burst_errors": 123, "silent_after": "7m", "unreadable_paths_for": "30s"}
+    proc = _play(tmp_path, tasks, {**base, "prometheus_ranklog_alert_thresholds": thresholds}, tool_env)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    rules = {r["alert"]: r for g in yaml.safe_load((rules_dir / RULES_FILE.name).read_text())["groups"]
+             for r in g["rules"] if "alert" in r}
+    assert " ".join(rules["RanklogErrorBurst"]["expr"].split()).endswith("> 123")
+    assert "420" in rules["RanklogRankSilent"]["expr"] and "7m" in rules["RanklogRankSilent"]["annotations"]["description"]
+    assert rules["RanklogAgentUnreadablePaths"]["for"] == "30s"
+    generated = {r["alert"]: r for g in yaml.safe_load(RULES_FILE.read_text())["groups"] for r in g["rules"] if "alert" in r}
+    assert set(rules) == set(generated)
+    assert all(rules[name] == generated[name] for name in generated
+               if name not in {"RanklogErrorBurst", "RanklogRankSilent", "RanklogAgentUnreadablePaths"})
+
+    bad = _play(tmp_path, tasks, {**base, "prometheus_ranklog_alert_thresholds": {"error_burst_errrors": 5}}, tool_env)
+    assert bad.returncode != 0 and "error_burst_errrors: unknown threshold" in bad.stdout, bad.stdout[-3000:]
