@@ -25,8 +25,10 @@ import yaml
 from tests.container.docker_env import docker
 from tests.helpers import collection
 
+# CAP_DAC_READ_SEARCH: a real host's systemd holds every capability, Docker's default set lacks this
+# one, and the agent's unit grants it to the agent (roles/ranklog_agent/README.md).
 SYSTEMD_FLAGS = [
-    "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined", "--cgroupns=host",
+    "--cap-add", "SYS_ADMIN", "--cap-add", "DAC_READ_SEARCH", "--security-opt", "seccomp=unconfined", "--cgroupns=host",
     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
 ]
 CALLBACK_PLUGINS = Path(__file__).parent / "ansible_plugins" / "callback"
@@ -69,10 +71,14 @@ class PlaybookRun:
 class Cluster:
     """Containers `names` from `image` on a fresh internal network; `destroy()` removes them by id."""
 
-    def __init__(self, run_dir: Path, image: str, names: list[str], collections_path: Path) -> None:
+    def __init__(self, run_dir: Path, image: str, names: list[str], collections_path: Path,
+                 node_images: dict[str, str] | None = None, node_args: dict[str, list[str]] | None = None) -> None:
         self.run_dir = run_dir
         self.collections_path = collections_path
         self.image = image
+        # Per-node image (built FROM `image`) and extra `docker run` flags, e.g. a training node.
+        self.node_images = node_images or {}
+        self.node_args = node_args or {}
         self.prefix = f"rl-{secrets.token_hex(3)}"
         self.network_id = ""
         self.nodes: dict[str, Node] = {}
@@ -88,8 +94,9 @@ class Cluster:
                        check=True)
         self.network_id = docker("network", "create", "--internal", f"{self.prefix}-net")
         for name in self._names:
-            cid = docker("run", "-d", *SYSTEMD_FLAGS, "--network", self.network_id, "--hostname", name,
-                         "--name", f"{self.prefix}-{name}", self.image, "/lib/systemd/systemd")
+            cid = docker("run", "-d", *SYSTEMD_FLAGS, *self.node_args.get(name, []), "--network", self.network_id,
+                         "--hostname", name, "--name", f"{self.prefix}-{name}", self.node_images.get(name, self.image),
+                         "/lib/systemd/systemd")
             self.nodes[name] = Node(name, cid, "")
         for node in self.nodes.values():
             node.ip = docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",

@@ -19,9 +19,13 @@ import pytest
 from tests.container import docker_env
 from tests.container.cluster import Cluster, PlaybookRun
 from tests.container.image_builds import ImageBuild, build_context
+from tests.container.training_image import build_training_image
 from tests.helpers import collection
 
 TRAINING_NODES = ["node1", "node2", "node3"]
+# The node that runs real torchrun and Ray jobs as an unprivileged user (training image, /dev/fuse).
+TRAINING_JOB_NODE = "node1"
+TRAINING_USER = "alice"
 MONITORING_HOST = "mon1"
 WEBHOOK_PORT = 9099
 JOBS = Path(__file__).parent / "jobs"
@@ -73,6 +77,12 @@ def wheels(run_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def training_image(base_image: str, run_dir: Path) -> str:
+    with Timer("training image (torch + Ray, cached)"):
+        return build_training_image(base_image, run_dir)
+
+
+@pytest.fixture(scope="session")
 def collections_path(run_dir: Path) -> Path:
     """ranklog.stack built from the working tree and installed from its tarball (what operators get)."""
     with Timer("collection build + install"):
@@ -90,8 +100,10 @@ def grafana_deb() -> str:
 
 @pytest.fixture(scope="session")
 def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str,
-            collections_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(run_dir, base_image, [*TRAINING_NODES, MONITORING_HOST], collections_path)
+            collections_path: Path, training_image: str) -> Iterator[Cluster]:
+    cluster = Cluster(run_dir, base_image, [*TRAINING_NODES, MONITORING_HOST], collections_path,
+                      node_images={TRAINING_JOB_NODE: training_image},
+                      node_args={TRAINING_JOB_NODE: ["--device", "/dev/fuse"]})
     try:
         with Timer("containers up (boot + sshd)"):
             cluster.create()
@@ -102,7 +114,11 @@ def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str,
             webhook_ip = docker_env.docker("inspect", "-f",
                                            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", receiver)
         mon_ip = cluster.ip(MONITORING_HOST)
-        host_vars = {name: {"ranklog_agent_metrics_listen": f"{cluster.ip(name)}:9465"} for name in TRAINING_NODES}
+        # Every training node follows Ray sessions and torchrun trees (the users' own, under /home too).
+        host_vars = {name: {"ranklog_agent_metrics_listen": f"{cluster.ip(name)}:9465",
+                            "ranklog_agent_presets": ["ranklog", "ray", "torchrun"],
+                            "ranklog_agent_config": {"torchrun_log_dirs": ["/var/log/torchrun", "/home/*/torchrun"]}}
+                     for name in TRAINING_NODES}
         host_vars[MONITORING_HOST] = {
             "ranklog_archive_listen": f"{mon_ip}:8470",
             "prometheus_web_listen_address": f"{mon_ip}:9090",
@@ -118,6 +134,9 @@ def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str,
                 "grafana_deb_path": grafana_deb,
                 "grafana_admin_password": secrets.token_urlsafe(18),
                 "prometheus_scrape_interval": "2s",
+                # A real role variable (the rules are rendered again with it): the unreadable-path alert
+                # fires within the test instead of after the production default of 10 minutes.
+                "prometheus_ranklog_alert_thresholds": {"unreadable_paths_for": "20s"},
                 "prometheus_evaluation_interval": "2s",
                 "alertmanager_receivers": [{"name": "test-webhook", "webhook_configs": [
                     {"url": f"http://{webhook_ip}:{WEBHOOK_PORT}/alerts", "send_resolved": False}]}],
