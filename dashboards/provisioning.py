@@ -44,7 +44,7 @@ def dashboard_provider() -> dict[str, Any]:
 def datasource(url: str = PROMETHEUS_URL, archive_url: str = ARCHIVE_URL) -> dict[str, Any]:
     return {"apiVersion": 1, "datasources": [{
         "name": DATASOURCE_NAME, "uid": DATASOURCE_UID, "type": "prometheus", "access": "proxy", "url": url,
-        "isDefault": True, "editable": False,
+        "isDefault": False, "editable": False,
         "jsonData": {"httpMethod": "POST", "timeInterval": "15s", "prometheusType": "Prometheus"},
     }, {
         "name": LOGS_DATASOURCE_NAME, "uid": LOGS_DATASOURCE_UID, "type": "loki", "access": "proxy", "url": archive_url,
