@@ -5,7 +5,7 @@ Every threshold is a field of :class:`Thresholds` (defaults in one place). The c
 
     python -m dashboards.rules --set error_burst_errors=100 --set disk_free_min_bytes=50GiB -o rules.yml
 
-(the Ansible prometheus role does exactly that with its ``ranklog_alert_thresholds`` mapping).
+(the Ansible prometheus role does exactly that with its ``prometheus_ranklog_alert_thresholds`` mapping).
 
 Decisions the spec left open, written down here:
 

@@ -193,3 +193,14 @@ def test_alert_thresholds_are_role_variables(tmp_path, tool_env) -> None:
 
     bad = _play(tmp_path, tasks, {**base, "prometheus_ranklog_alert_thresholds": {"error_burst_errrors": 5}}, tool_env)
     assert bad.returncode != 0 and "error_burst_errrors: unknown threshold" in bad.stdout, bad.stdout[-3000:]
+
+
+def test_runbook_names_every_threshold_the_role_variable_takes() -> None:
+    import dataclasses
+
+    from dashboards.rules import Thresholds
+
+    runbook = (REPO / "dashboards" / "RUNBOOK.md").read_text()
+    assert "prometheus_ranklog_alert_thresholds" in runbook
+    missing = [f.name for f in dataclasses.fields(Thresholds) if f.name != "runbook_url" and f"`{f.name}`" not in runbook]
+    assert not missing, f"RUNBOOK.md does not name these thresholds: {missing}"
