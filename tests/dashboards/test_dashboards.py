@@ -151,7 +151,8 @@ def test_provisioned_loki_datasource_points_at_the_archive_with_the_token_header
     from dashboards.provisioning import datasource
 
     prometheus, loki = datasource()["datasources"]
-    assert prometheus["type"] == "prometheus" and prometheus["isDefault"]
+    # Not the default datasource: a Grafana that already runs keeps its own (#16; the role can opt in).
+    assert prometheus["type"] == "prometheus" and prometheus["isDefault"] is False
     assert (loki["type"], loki["uid"], loki["url"]) == ("loki", LOGS_DATASOURCE_UID, ARCHIVE_URL)
     assert loki["jsonData"]["httpHeaderName1"] == "Authorization"
     assert loki["secureJsonData"] == {"httpHeaderValue1": f"Bearer ${{{ARCHIVE_TOKEN_ENV}}}"}
