@@ -4,9 +4,7 @@ after an owner died mid-compaction loses nothing and counts nothing twice."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import time
 
 import pyarrow as pa
@@ -23,17 +21,14 @@ from ranklog.object_store import S3Settings
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec
 from ranklog.query.sources import ArchiveSource
-from tests.helpers.archive_proc import running_archive
 from tests.helpers.corpus import generate
-from tests.helpers.s3_data import read_s3_archive, wait_s3_rows
+from tests.helpers.s3_data import COMPACTING, QUIET, hour_parquet_keys, read_s3_archive, s3_fleet, wait_s3_rows
 from tests.helpers.seaweedfs import SeaweedFS
 
 from .conftest import PAST_NS
 from .util import by_key, metric, post_table
 
 pytestmark = pytest.mark.slow
-QUIET = ("--compaction-delay", "100d")
-COMPACTING = ("--compaction-delay", "0s", "--compaction-interval", "200ms", "--s3-lease-ttl", "3s")
 
 
 def _settings(seaweedfs: SeaweedFS) -> S3Settings:
@@ -49,30 +44,15 @@ def _assert_exactly(stored: pa.Table, expected: pa.Table) -> None:
     assert by_key(stored.select(expected.column_names)).equals(by_key(expected))
 
 
-def _parquet_keys(seaweedfs: SeaweedFS, root: str, hour: int) -> list[str]:
-    bucket, prefix = root.removeprefix("s3://").split("/", 1)
-    return [key for key in seaweedfs.keys(bucket, f"{prefix}/{partition_dir(hour)}/") if key.endswith(".parquet")
-            and not key.rpartition("/")[2].startswith(".")]
-
-
 def _count(root: str, settings: S3Settings) -> int:
     return engine.count(ArchiveSource.open(root, settings), QuerySpec())
-
-
-@contextlib.contextmanager
-def _fleet(tmp_path, token_file, seaweedfs, root, ids, *flags):
-    with contextlib.ExitStack() as stack:
-        yield [stack.enter_context(running_archive(
-            root, token_file, log_path=tmp_path / f"{archive_id}.log", env=seaweedfs.env(),
-            extra_args=["--archive-id", archive_id, "--state-dir", str(tmp_path / archive_id),
-                        "--flush-interval", "100ms", *flags])) for archive_id in ids]
 
 
 def test_three_archives_flush_their_own_objects_and_one_compacts_each_hour(tmp_path, token_file, seaweedfs,
                                                                           s3_root):
     table = generate(9000, start_ns=PAST_NS, span_s=3 * 3600, hosts=3, ranks_per_host=4, seed=21)
     ids = ("a1", "a2", "a3")
-    with _fleet(tmp_path, token_file, seaweedfs, s3_root, ids, *QUIET) as archives:
+    with s3_fleet(tmp_path, token_file, seaweedfs, s3_root, ids, *QUIET) as archives:
         for index, archive in enumerate(archives):  # each archive gets its own sources, in 3 batches
             mine = table.filter(pc.equal(table["host"], pc.unique(table["host"])[index]))
             for start in range(0, mine.num_rows, -(-mine.num_rows // 3)):
@@ -81,13 +61,13 @@ def test_three_archives_flush_their_own_objects_and_one_compacts_each_hour(tmp_p
         _assert_exactly(wait_s3_rows(seaweedfs, s3_root, table.num_rows), table)
     hours = sorted({int(t) // HOUR_NS for t in pc.cast(table["ts"], pa.int64()).to_pylist()})
     writers = {key.rpartition("/")[2].rsplit("-", 1)[0] for hour in hours
-               for key in _parquet_keys(seaweedfs, s3_root, hour)}
+               for key in hour_parquet_keys(seaweedfs, s3_root, hour)}
     assert writers == set(ids), "every archive flushed its own objects"
-    with _fleet(tmp_path, token_file, seaweedfs, s3_root, ids, *COMPACTING) as archives:
+    with s3_fleet(tmp_path, token_file, seaweedfs, s3_root, ids, *COMPACTING) as archives:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and any(len(_parquet_keys(seaweedfs, s3_root, h)) != 1 for h in hours):
+        while time.monotonic() < deadline and any(len(hour_parquet_keys(seaweedfs, s3_root, h)) != 1 for h in hours):
             time.sleep(0.5)
-        assert [len(_parquet_keys(seaweedfs, s3_root, h)) for h in hours] == [1] * len(hours)
+        assert [len(hour_parquet_keys(seaweedfs, s3_root, h)) for h in hours] == [1] * len(hours)
         merges = [metric(archive, "ranklog_archive_compactions_total") for archive in archives]
     assert sum(merges) >= len(hours)
     _assert_exactly(read_s3_archive(seaweedfs, s3_root), table)
@@ -117,7 +97,7 @@ def test_a_commit_left_half_done_is_hidden_from_readers_and_finished_by_the_next
               "inputs": [path.rpartition("/")[2] for path in inputs], "done": False}
     lease.write(commits=[commit])
     _finish(dead, hour, {**commit, "inputs": []})  # output visible, inputs not deleted: the owner dies here
-    assert len(_parquet_keys(seaweedfs, s3_root, hour)) == 4
+    assert len(hour_parquet_keys(seaweedfs, s3_root, hour)) == 4
     assert read_s3_archive(seaweedfs, s3_root).num_rows == 6000  # a naive hive reader double counts now …
     assert _count(s3_root, settings) == 3000  # … ranklog's readers do not
     taker = Storage(s3_root, "taker", settings)
@@ -126,48 +106,8 @@ def test_a_commit_left_half_done_is_hidden_from_readers_and_finished_by_the_next
     assert not owner.run(hour, lambda lease: None), "the dead owner's lease is still live"
     time.sleep(2.2)
     assert owner.run(hour, lambda lease: None)
-    assert _parquet_keys(seaweedfs, s3_root, hour) == [final.split("/", 1)[1]]
+    assert hour_parquet_keys(seaweedfs, s3_root, hour) == [final.split("/", 1)[1]]
     _assert_exactly(read_s3_archive(seaweedfs, s3_root), table)
     body = json.loads(seaweedfs.client().get_object(Bucket=s3_root.split("/")[2],
                                                    Key=f"archive/{partition_dir(hour)}/{LEASE_NAME}")["Body"].read())
     assert body["owner"] == "taker" and body["expires"] == 0 and body["commits"][0]["done"] is True
-
-
-def test_archive_killed_mid_compaction_on_s3_and_another_takes_over(tmp_path, token_file, seaweedfs, s3_root):
-    table = generate(40_000, start_ns=PAST_NS, span_s=3000, hosts=4, ranks_per_host=8, seed=12)
-    bucket, prefix = s3_root.removeprefix("s3://").split("/", 1)
-    client = seaweedfs.client()
-    lease_key = f"{prefix}/{partition_dir(PAST_NS // HOUR_NS)}/{LEASE_NAME}"
-    with _fleet(tmp_path, token_file, seaweedfs, s3_root, ("k1", "k2"), *QUIET) as (first, second):
-        for index, start in enumerate(range(0, table.num_rows, 5000)):
-            post_table((first, second)[index % 2], table.slice(start, 5000))
-            time.sleep(0.25)
-        wait_s3_rows(seaweedfs, s3_root, table.num_rows)
-        first.stop()
-        second.stop()
-        first.extra_args = (*first.extra_args, *COMPACTING)
-        first.start()
-
-        def compaction_started() -> bool:  # k1 holds the hour: it is reading, merging or committing
-            try:
-                body = json.loads(client.get_object(Bucket=bucket, Key=lease_key)["Body"].read())
-            except client.exceptions.NoSuchKey:
-                return False
-            return body.get("owner") == "k1" and body.get("expires", 0) > 0
-
-        deadline = time.monotonic() + 60
-        while not compaction_started() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert compaction_started(), "never saw k1 holding the hour"
-        first.stop(signal.SIGKILL)  # dies holding the hour's lease, mid-write of the merged object
-        assert json.loads(client.get_object(Bucket=bucket, Key=lease_key)["Body"].read())["owner"] == "k1"
-        second.extra_args = (*second.extra_args, *COMPACTING)
-        second.start()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(_parquet_keys(seaweedfs, s3_root, PAST_NS // HOUR_NS)) != 1:
-            time.sleep(0.3)
-        assert len(_parquet_keys(seaweedfs, s3_root, PAST_NS // HOUR_NS)) == 1
-        assert metric(second, "ranklog_archive_hour_leases_total", 'outcome="takeover"') >= 1
-        assert "took over" in second.log_text()
-    _assert_exactly(read_s3_archive(seaweedfs, s3_root), table)
-    assert not [k for k in seaweedfs.keys(bucket, prefix + "/") if k.endswith(".tmp")]

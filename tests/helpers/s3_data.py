@@ -3,6 +3,7 @@ hive partitions, with its own S3FileSystem (not ranklog's code, so it checks wha
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pyarrow as pa
@@ -49,3 +50,30 @@ def wait_s3_rows(seaweedfs: SeaweedFS, root: str, expected: int, timeout: float 
         if time.monotonic() > deadline:
             return read_s3_archive(seaweedfs, root)
         time.sleep(0.2)
+
+
+# Archive flags for fleet tests: flush objects stay as they are, or closed hours are compacted at once
+# with a short lease (a dead owner's hour is free again after 3 s).
+QUIET = ("--compaction-delay", "100d")
+COMPACTING = ("--compaction-delay", "0s", "--compaction-interval", "200ms", "--s3-lease-ttl", "3s")
+
+
+@contextlib.contextmanager
+def s3_fleet(tmp_path, token_file, seaweedfs: SeaweedFS, root: str, ids, *flags: str):
+    """Archives with ids `ids` on one s3:// root, each with its own local state dir (all stopped on exit)."""
+    from tests.helpers.archive_proc import running_archive
+
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(running_archive(
+            root, token_file, log_path=tmp_path / f"{archive_id}.log", env=seaweedfs.env(),
+            extra_args=["--archive-id", archive_id, "--state-dir", str(tmp_path / archive_id),
+                        "--flush-interval", "100ms", *flags])) for archive_id in ids]
+
+
+def hour_parquet_keys(seaweedfs: SeaweedFS, root: str, hour: int) -> list[str]:
+    """Visible Parquet object keys of one hour partition (hours since the epoch) under `root`."""
+    from ranklog.archive_layout import partition_dir
+
+    bucket, prefix = root.removeprefix("s3://").split("/", 1)
+    return [key for key in seaweedfs.keys(bucket, f"{prefix}/{partition_dir(hour)}/") if key.endswith(".parquet")
+            and not key.rpartition("/")[2].startswith(".")]
