@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .record import FIELDS, LEVELS, REQUIRED, arrow_schema, normalize_level
+from .record import FIELDS, LEVELS, REQUIRED, arrow_schema, normalize_level, ts_array
 
 _LEVEL_SET = frozenset(LEVELS)
 
@@ -40,7 +40,9 @@ def conform(data: pa.Table | pa.RecordBatch, names: Sequence[str] = FIELDS, *, s
         field = schema.field(name)
         if name in data.schema.names:
             column = data.column(name)
-            columns.append(column if column.type == field.type else column.cast(field.type))
+            if column.type != field.type:
+                column = ts_array(column) if name == "ts" else column.cast(field.type)
+            columns.append(column)
         else:
             columns.append(pa.nulls(data.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=pa.schema([schema.field(n) for n in names]))
@@ -80,8 +82,8 @@ def _cast(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
         column = pc.cast(column, column.type.value_type)
     if column.type == field.type:
         return column
-    if pa.types.is_timestamp(column.type) and pa.types.is_timestamp(field.type) and column.type.tz is None:
-        column = pc.cast(column, pa.timestamp(column.type.unit, tz="UTC"))
+    if pa.types.is_timestamp(column.type) and pa.types.is_timestamp(field.type):
+        return pa.chunked_array([ts_array(column)])  # any unit, naive taken as UTC; out of range → null
     try:
         return pc.cast(column, field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:

@@ -6,12 +6,19 @@ pyarrow: the schema is built on demand by :func:`arrow_schema`.
 
 `level` is a plain Arrow string in memory and on the wire; the Parquet writer dictionary-encodes it
 (and the other low-cardinality columns), which is what "string (dictionary)" means in DESIGN.md.
+
+`ts` is `timestamp[us, UTC]` in memory, on the wire and in Parquet (`TIMESTAMP(MICROS,
+isAdjustedToUTC=true)`): Spark ≥ 3.2 and Trino refuse Parquet NANOS (SPARK-40819). Records within
+one microsecond keep their order by `seq` / `offset`. Python code keeps nanosecond integers
+(`parse_ts`, query bounds, triage) and turns them into the column only through :func:`ts_array`,
+which also keeps every stored `ts` inside the nanosecond range (years 1677–2262) so that converting
+back to nanoseconds (DuckDB's `epoch_ns`, numpy) can never overflow.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -100,7 +107,7 @@ def arrow_schema() -> pa.Schema:
     import pyarrow as pa
 
     types: dict[str, pa.DataType] = {name: pa.string() for name in FIELDS}
-    types["ts"] = pa.timestamp("ns", tz="UTC")
+    types["ts"] = pa.timestamp(TS_UNIT, tz="UTC")
     for name in INT32_FIELDS:
         types[name] = pa.int32()
     for name in INT64_FIELDS:
@@ -116,6 +123,82 @@ def split_known(obj: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
 
 
 _FIELD_SET = frozenset(FIELDS)
+
+# The unit of `ts` everywhere Arrow holds it (in memory, on the wire, in Parquet). Change it here only.
+TS_UNIT = "us"
+_NS_PER_TS_UNIT = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+NS_PER_TS = _NS_PER_TS_UNIT[TS_UNIT]
+# The nanosecond range of int64, ±TS_MAX_NS (what numpy's datetime64[ns] and DuckDB's epoch_ns can hold).
+TS_MAX_NS = 2**63 - 1
+
+
+def __getattr__(name: str) -> Any:
+    """`TS_TYPE` (the Arrow type of `ts`), built on first use so this module needs no pyarrow."""
+    if name == "TS_TYPE":
+        return arrow_schema().field("ts").type
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def ns_to_ts(ns: int, *, ceil: bool = False) -> int:
+    """A nanosecond time as a value of the `ts` unit (floor, or ceil: for exclusive/lower bounds)."""
+    return -(-ns // NS_PER_TS) if ceil else ns // NS_PER_TS
+
+
+def ts_array(values: Any, unit: str = "ns") -> pa.Array:
+    """`values` as the `ts` column (`timestamp[us, UTC]`), never raising on a value out of range.
+
+    `values`: a pyarrow array (integers in `unit`, or timestamps of any unit/zone), a numpy array or
+    a sequence of ints/None in `unit`. Finer units are floored to microseconds; a value outside the
+    nanosecond range of int64 (1677-09-21 … 2262-04-11) becomes null, so the caller's inference
+    rule fills it (see DESIGN: a line without a usable time takes its neighbour's).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ts_type = arrow_schema().field("ts").type
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        if pa.types.is_timestamp(values.type):
+            unit = values.type.unit
+        elif pa.types.is_null(values.type):
+            return pa.nulls(len(values), ts_type)
+        ints = pc.cast(values, pa.int64(), safe=False)
+        mask = np.asarray(ints.is_null())
+        raw = np.asarray(ints.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    else:
+        items = values if isinstance(values, np.ndarray) and values.dtype != object else list(values)
+        if isinstance(items, np.ndarray):
+            mask = np.zeros(len(items), bool)
+            raw = items.astype(np.int64, copy=False)
+        else:
+            bound = TS_MAX_NS // _NS_PER_TS_UNIT[unit]
+            mask = np.array([not (_is_int(v) and -bound <= v <= bound) for v in items], bool)
+            raw = np.array([0 if bad else v for bad, v in zip(mask, items, strict=True)], np.int64)
+    scale = _NS_PER_TS_UNIT[unit]
+    bound = TS_MAX_NS // scale
+    mask = mask | (raw > bound) | (raw < -bound)
+    raw = np.where(mask, 0, raw)
+    out = raw * (scale // NS_PER_TS) if scale >= NS_PER_TS else np.floor_divide(raw, NS_PER_TS // scale)
+    return pa.array(out, pa.int64(), mask=mask if mask.any() else None).cast(ts_type)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def ts_ns(column: Any) -> Any:
+    """The `ts` column (Arrow, any timestamp unit) as an int64 numpy array of nanoseconds (nulls → 0)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    scale = _NS_PER_TS_UNIT[column.type.unit] if pa.types.is_timestamp(column.type) else NS_PER_TS
+    ints = pc.cast(column, pa.int64(), safe=False).fill_null(0)
+    return np.asarray(ints.to_numpy(zero_copy_only=False), dtype=np.int64) * scale
 
 
 def _coerce_int(value: Any) -> int | None:
@@ -186,8 +269,14 @@ def rows_to_table(rows: Iterable[Mapping[str, Any]], defaults: Mapping[str, Any]
     Hot paths (parsers, ingest) build columns in bulk instead; this serves NDJSON ingest of odd
     shippers, tests and tools.
     """
+
+    return records_table([normalize_row(row, defaults) for row in rows])
+
+
+def records_table(normalized: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """A table of rows already shaped by :func:`normalize_row` (`ts` as nanosecond integers)."""
     import pyarrow as pa
 
-    normalized = [normalize_row(row, defaults) for row in rows]
-    columns = {name: [row.get(name) for row in normalized] for name in FIELDS}
+    columns: dict[str, Any] = {name: [row.get(name) for row in normalized] for name in FIELDS}
+    columns["ts"] = ts_array(columns["ts"])
     return pa.Table.from_pydict(columns, schema=arrow_schema())

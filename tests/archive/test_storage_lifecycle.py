@@ -101,6 +101,46 @@ def test_a_lone_flush_file_is_compacted_once(tmp_path, target):
     assert [f.path for f in storage.list_files(own_only=True)] == [stored.path]
 
 
+def test_files_of_an_older_archive_with_ns_ts_are_read_and_compacted_to_microseconds(tmp_path):
+    """Archives before the switch to µs wrote `ts` as Parquet TIMESTAMP(NANOS). Such a file is read
+    next to new ones; one whose times carry sub-µs digits is named in one clear error until
+    compaction rewrites its hour as TIMESTAMP(MICROS) (what Spark and Trino read)."""
+    from ranklog.errors import UserError
+    from tests.helpers.corpus import generate
+
+    root = tmp_path / "root"
+    storage = Storage(str(root), "t1")
+    table = generate(4000, start_ns=PAST_NS, span_s=3000, hosts=2, ranks_per_host=4, seed=13)
+
+    def store(part: pa.Table, extra_ns: int = 0) -> None:
+        nanos = part["ts"].cast(pa.int64()).to_numpy() * 1000 + extra_ns
+        ts = pa.array(nanos).cast(pa.timestamp("ns", tz="UTC"))
+        part = part.set_column(0, pa.field("ts", ts.type, nullable=False), ts)
+        path = storage.new_file_path(PAST_NS // HOUR_NS)
+        storage.make_parent(path)
+        pq.write_table(part, temp_name(path))
+        storage.rename(temp_name(path), path)
+
+    store(table.slice(0, 2000))  # whole microseconds in a ns column: read as they are
+    store(table.slice(2000))
+    read = engine.read(open_source(archive=str(root)), QuerySpec())
+    assert read.schema.field("ts").type == pa.timestamp("us", tz="UTC") and by_key(read).equals(by_key(table))
+
+    store(generate(10, start_ns=PAST_NS, span_s=60, hosts=1, ranks_per_host=1, seed=14), extra_ns=789)
+    with pytest.raises(UserError, match="nanoseconds with sub-microsecond digits"):
+        engine.read(open_source(archive=str(root)), QuerySpec())
+    state = tmp_path / "state"
+    state.mkdir()
+    assert compact(storage, str(state), PAST_NS / 1e9 + 3 * 3600, delay=600, target=128 * 10**6) == 1
+    [stored] = storage.list_files(own_only=True)
+    parquet = pq.ParquetFile(stored.path)
+    logical = parquet.schema.column(parquet.schema_arrow.get_field_index("ts")).logical_type.to_json()
+    assert json.loads(logical)["timeUnit"] == "microseconds" and json.loads(logical)["isAdjustedToUTC"]
+    assert parquet.metadata.num_rows == 4010
+    assert engine.read(open_source(archive=str(root)), QuerySpec()).num_rows == 4010
+    assert compact(storage, str(state), PAST_NS / 1e9 + 3 * 3600, delay=600, target=128 * 10**6) == 0
+
+
 def _kill_when(archive, appears, timeout: float = 20.0) -> bool:
     """SIGKILL the archive as soon as `appears()` is true (or at the timeout); True when it was seen."""
     deadline = time.monotonic() + timeout

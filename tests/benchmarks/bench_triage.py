@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "exporters"))
 
-from ranklog.record import FIELDS, arrow_schema  # noqa: E402
+from ranklog.record import FIELDS, arrow_schema, records_table, ts_array  # noqa: E402
 
 START_NS = 1_796_212_800 * 1_000_000_000  # 2026-12-02T12:00:00Z
 CULPRIT = 537
@@ -74,7 +74,7 @@ def generate(ranks: int, per_rank: int, seed: int = 0) -> pa.Table:
     msg = pc.if_else(pc.equal(level_arr, "WARNING"), warn, pc.if_else(pc.equal(level_arr, "ERROR"), err, msg))
     host = _strings("node", _num(node.astype(np.int64)))
     columns = {
-        "ts": pa.array(ts, pa.timestamp("ns", tz="UTC")), "level": level_arr, "msg": msg,
+        "ts": ts_array(ts), "level": level_arr, "msg": msg,
         "exc": pa.nulls(n, pa.string()), "logger": pa.array(np.full(n, "train")),
         "host": host, "ip": _strings("10.1.", _num(node // 250), ".", _num(node % 250)),
         "pid": pa.array(40000 + rank, pa.int32()), "rank": pa.array(rank, pa.int32()),
@@ -103,15 +103,11 @@ def generate(ranks: int, per_rank: int, seed: int = 0) -> pa.Table:
                           "msg": f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=90211, "
                                  "OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for "
                                  "600081 milliseconds before timing out."})
-    rows = {name: [] for name in FIELDS}
-    for i, item in enumerate(extra):
-        r = item["rank"]
-        full = {"logger": "torch.distributed", "host": f"node{r // RANKS_PER_NODE}", "ip": "10.1.0.1", "pid": 40000 + r,
-                "local_rank": r % RANKS_PER_NODE, "job": "bench-job", "source": f"/logs/rank{r}.jsonl",
-                "source_id": f"src-{r}", "offset": 10**9 + i, "format": "ranklog", **item}
-        for name in FIELDS:
-            rows[name].append(full.get(name))
-    return pa.concat_tables([table, pa.Table.from_pydict(rows, schema=arrow_schema())])
+    rows = [{"logger": "torch.distributed", "host": f"node{item['rank'] // RANKS_PER_NODE}", "ip": "10.1.0.1",
+             "pid": 40000 + item["rank"], "local_rank": item["rank"] % RANKS_PER_NODE, "job": "bench-job",
+             "source": f"/logs/rank{item['rank']}.jsonl", "source_id": f"src-{item['rank']}", "offset": 10**9 + i,
+             "format": "ranklog", **item} for i, item in enumerate(extra)]
+    return pa.concat_tables([table, records_table(rows)])
 
 
 def build_archive(root: Path, ranks: int, per_rank: int) -> Path:

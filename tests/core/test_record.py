@@ -46,9 +46,41 @@ def test_format_ts_round_trips_microseconds():
 def test_arrow_schema_types_and_nullability():
     schema = record.arrow_schema()
     assert schema.names == list(record.FIELDS)
-    assert schema.field("ts").type == pa.timestamp("ns", tz="UTC")
+    # microseconds: Spark >= 3.2 and Trino refuse Parquet TIMESTAMP(NANOS) (SPARK-40819)
+    assert schema.field("ts").type == pa.timestamp("us", tz="UTC") == record.TS_TYPE
     assert schema.field("rank").type == pa.int32() and schema.field("offset").type == pa.int64()
     assert not schema.field("source_id").nullable and schema.field("exc").nullable
+
+
+NS = 1796216645123456789  # 2026-12-02T13:04:05.123456789Z
+
+
+@pytest.mark.parametrize(("values", "unit"), [
+    ([NS, None], "ns"),
+    ([NS // 1000, None], "us"),
+    (pa.array([NS, None], pa.int64()), "ns"),
+    (pa.array([NS, None], pa.timestamp("ns", tz="UTC")), "ns"),
+    (pa.array([NS // 1000, None], pa.timestamp("us")), "us"),
+    (pa.chunked_array([pa.array([NS, None], pa.timestamp("ns"))]), "ns"),
+])
+def test_ts_array_takes_ns_and_us_input(values, unit):
+    out = record.ts_array(values, unit)
+    assert out.type == record.TS_TYPE
+    assert out.cast(pa.int64()).to_pylist() == [NS // 1000, None]
+    assert record.ts_ns(out).tolist() == [NS // 1000 * 1000, 0]
+
+
+@pytest.mark.parametrize("bad", [2**63, -(2**63), 10**30, 253402300800 * 10**9, True, "2026", 1.5])
+def test_ts_array_nulls_what_it_cannot_store_and_never_raises(bad):
+    """Years past 2262 (or before 1677) have no nanosecond integer: null, so inference fills them."""
+    assert record.ts_array([bad, NS]).to_pylist()[0] is None
+    assert record.ts_array(pa.array([2**62, 5], pa.int64()), "us").null_count == 1
+    assert record.ts_array(pa.array([10**17], pa.timestamp("s"))).null_count == 1
+
+
+def test_ns_to_ts_rounds_bounds_exactly():
+    assert record.ns_to_ts(NS) == NS // 1000 and record.ns_to_ts(NS, ceil=True) == NS // 1000 + 1
+    assert record.ns_to_ts(NS - 789, ceil=True) == NS // 1000
 
 
 def test_normalize_row_keeps_everything():

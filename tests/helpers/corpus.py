@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ranklog.record import FIELDS, arrow_schema
+from ranklog.record import FIELDS, arrow_schema, ts_array, ts_ns
 
 DEFAULT_START_NS = 1_796_212_800 * 1_000_000_000  # 2026-12-02T12:00:00Z
 _HEX = np.frombuffer(b"0123456789abcdef", dtype="S1")
@@ -311,7 +311,7 @@ def generate(n: int, start_ns: int = DEFAULT_START_NS, span_s: float = 3600.0, h
     rank_index, host_index_arrow, source_arrow = pa.array(rank), pa.array(host_index), pa.array(source_index)
 
     columns = {
-        "ts": pa.array(ts, pa.timestamp("ns", tz="UTC")),
+        "ts": ts_array(ts),
         "level": content["level"], "msg": content["msg"], "exc": content["exc"], "logger": content["logger"],
         "host": host_names.take(host_index_arrow), "ip": host_ips.take(host_index_arrow),
         "pid": pa.array(pids[rank].astype(np.int32)), "rank": pa.array(rank), "local_rank": pa.array(local_rank),
@@ -342,7 +342,7 @@ def _json_string(values: pa.Array) -> pa.Array:
 
 def _rfc3339(ts: pa.ChunkedArray) -> pa.Array:
     """`2026-12-02T13:04:05.123456Z`: strftime only on the distinct seconds (strftime is slow per row)."""
-    micros = pc.cast(ts, pa.int64()).combine_chunks().to_numpy() // 1000
+    micros = ts_ns(ts) // 1000
     seconds, fraction = np.divmod(micros, 1_000_000)
     unique, index = np.unique(seconds, return_inverse=True)
     stamps = pc.strftime(pa.array(unique, pa.timestamp("s", tz="UTC")), format="%Y-%m-%dT%H:%M:%S")

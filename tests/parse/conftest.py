@@ -9,9 +9,11 @@ import pyarrow as pa
 import pytest
 
 from ranklog.parse import SourceContext, parse
-from ranklog.record import arrow_schema
+from ranklog.record import arrow_schema, ts_ns
 
 READ_TIME_NS = 1_796_220_000_123_456_789  # 2026-12-02T12:40:00.123456789Z: "no timestamp in the line"
+# what the archive keeps of it: `ts` is stored in microseconds
+READ_TIME_STORED = READ_TIME_NS // 1000 * 1000
 
 
 def make_ctx(fmt: str, fields: dict[str, Any] | None = None, options: dict[str, Any] | None = None,
@@ -21,8 +23,8 @@ def make_ctx(fmt: str, fields: dict[str, Any] | None = None, options: dict[str, 
 
 
 def rows(table: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
-    """Rows as dicts with `ts` as integer nanoseconds."""
-    ts = table.column("ts").cast(pa.int64()).to_pylist()
+    """Rows as dicts with `ts` as integer nanoseconds (stored in µs, so the last 3 digits are 0)."""
+    ts = ts_ns(table.column("ts")).tolist()
     out = table.drop_columns(["ts"]).to_pylist()
     for row, value in zip(out, ts, strict=True):
         row["ts"] = value

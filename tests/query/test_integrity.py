@@ -13,6 +13,7 @@ import pytest
 from ranklog.query.filters import QuerySpec
 from ranklog.query.integrity import check_integrity
 from ranklog.query.sources import open_source
+from ranklog.record import ts_ns
 from tests.helpers.corpus import generate
 from tests.helpers.procs import REPO, ranklog_cmd
 from tests.helpers.query_data import write_archive
@@ -72,7 +73,7 @@ def test_missing_file_head_and_parse_errors(corpus, tmp_path):
     assert report["offset_problems"][0]["source_id"] == source_id
     assert report["parse_error_total"] == 2
     windowed = check_integrity(open_source(archive=str(tmp_path)),
-                               QuerySpec(start_ns=pc.min(corpus["ts"]).value))
+                               QuerySpec(start_ns=int(ts_ns(corpus["ts"]).min())))
     assert windowed["ok"] and not windowed["heads_checked"]
     assert _integrity(tmp_path, "--since", "3650d")[0] == 0
     assert _integrity(tmp_path, "--since", "3650d", "--fail-on-parse-errors")[0] == 1

@@ -13,7 +13,7 @@ import pytest
 
 from ranklog.errors import UserError
 from ranklog.query.outputs import export, format_for_path, json_lines, make_writer
-from ranklog.record import arrow_schema, format_ts, rows_to_table
+from ranklog.record import arrow_schema, format_ts, rows_to_table, ts_ns
 
 ROWS = [
     {"ts": 1_759_305_600_123_456_000, "level": "ERROR", "msg": 'boom "quoted"\nsecond line\ttab', "host": "h1",
@@ -35,7 +35,7 @@ def _export(table: pa.Table, path: Path) -> int:
 
 def _as_text_rows(table: pa.Table) -> list[dict]:
     rows = table.drop_columns(["ts"]).to_pylist()
-    for row, ns in zip(rows, table["ts"].cast(pa.int64()).to_pylist(), strict=True):
+    for row, ns in zip(rows, ts_ns(table["ts"]).tolist(), strict=True):
         row["ts"] = format_ts(ns)
     return rows
 

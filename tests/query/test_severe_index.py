@@ -17,6 +17,7 @@ from ranklog.query.filters import QuerySpec
 from ranklog.query.severe_index import SEVERE_INDEX, plan_days
 from ranklog.query.sources import open_source
 from ranklog.query.text_search import search_literals
+from ranklog.record import ts_ns
 from tests.helpers.corpus import generate
 from tests.helpers.query_data import write_archive
 from tests.query.reference import expected_keys, keys_of
@@ -66,7 +67,7 @@ def test_a_failure_search_opens_no_data_file(corpus, tmp_path):
     assert sum(len(plan.covered) for plan in plans.values()) == len(source.list_files()) == 48
     # The day's ERROR/CRITICAL rows sit in the index file, ordered by message template.
     index = pq.read_table(tmp_path / "_ranklog_index" / "severe" / "date=2025-12-01.parquet")
-    first_day = corpus.filter(pc.less(corpus["ts"].cast(pa.int64()), PAST_NS + 24 * HOUR))
+    first_day = corpus.filter(pa.array(ts_ns(corpus["ts"]) < PAST_NS + 24 * HOUR))
     severe = pc.is_in(first_day["level"], pa.array(["ERROR", "CRITICAL"]))
     assert index.num_rows == pc.sum(severe).as_py() > 0
     templates = [re.sub("[0-9]+", "#", text) for text in index["msg"].to_pylist()]

@@ -15,6 +15,7 @@ from ranklog.query.filters import QuerySpec
 from ranklog.query.sources import open_source
 from ranklog.query.stats import compute_stats
 from ranklog.query.trace import build_trace
+from ranklog.record import ts_ns
 from tests.helpers.corpus import generate
 from tests.helpers.procs import REPO, ranklog_cmd
 from tests.helpers.query_data import write_archive
@@ -63,7 +64,7 @@ def test_trace_timeline_and_slowest_hop(archive):
     report = build_trace(open_source(archive=root), trace)
     assert report["records"] == expected >= 3
     selected = table.filter(pc.equal(table["trace_id"], trace)).sort_by("ts")
-    ns = selected["ts"].cast(pa.int64()).to_pylist()
+    ns = ts_ns(selected["ts"]).tolist()
     gaps = [(b - a) / 1e6 for a, b in itertools.pairwise(ns)]
     assert [row["delta_ms"] for row in report["timeline"]] == [None, *gaps]
     assert report["slowest_step"]["delta_ms"] == max(gaps)

@@ -22,7 +22,7 @@ from ranklog.query.filters import QuerySpec
 from ranklog.query.literals import required_literals
 from ranklog.query.sources import open_source
 from ranklog.query.text_search import MAX_CANDIDATE_FRACTION, search_literals
-from ranklog.record import arrow_schema
+from ranklog.record import arrow_schema, records_table
 
 HOUR_NS = 3600 * 10**9
 START_NS = 1_759_305_600 * 10**9  # 2025-10-01T08:00:00Z
@@ -69,9 +69,9 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     heartbeats = [(f"INFO heartbeat ok {i}", None) for i in range(COMMON)]
     first = _records(TEXTS + heartbeats + TEXTS, 0, "gpu-node-000")
     # several small row groups, so matches sit in some groups and not others
-    pq.write_table(pa.Table.from_pylist(first, schema=arrow_schema()), _hour_dir(root) / "t1-1.parquet",
+    pq.write_table(records_table(first), _hour_dir(root) / "t1-1.parquet",
                    row_group_size=9, compression="zstd")
-    second = pa.Table.from_pylist(_records(TEXTS, 10_000, "gpu-node-001"), schema=arrow_schema())
+    second = records_table(_records(TEXTS, 10_000, "gpu-node-001"))
     pq.write_table(second.drop_columns(["exc"]), _hour_dir(root) / "t1-2.parquet")  # an older file without exc
     return root
 
@@ -186,7 +186,7 @@ def test_filter_columns_cover_every_filter():
 
     filters = {f.name for f in dataclasses.fields(QuerySpec)} - {"limit", "order", "ignore_case"}
     assert filters == set(FILTER_COLUMNS)
-    table = pa.Table.from_pylist(_records(TEXTS, 0, "gpu-node-000"), schema=arrow_schema())
+    table = records_table(_records(TEXTS, 0, "gpu-node-000"))
     one_field = [QuerySpec(start_ns=START_NS), QuerySpec(end_ns=START_NS + 5 * 10**9), QuerySpec(levels=("ERROR",)),
                  QuerySpec(hosts=("gpu-*",)), QuerySpec(loggers=("x",)), QuerySpec(ips=("10.0.0.1",)),
                  QuerySpec(jobs=("j",)), QuerySpec(trace_ids=("t",)), QuerySpec(pids=(1,)), QuerySpec(ranks=(1,)),

@@ -102,7 +102,7 @@ def test_job_selection(tmp_path, capsys):
     healthy = SCENARIOS["healthy_run"]().job.table()
     oom = SCENARIOS["oom_one_rank"]().job.table()
     # The OOM job ran an hour later than the healthy one.
-    later = pa.compute.add(oom["ts"], pa.scalar(3600 * 10**9, pa.duration("ns")))
+    later = pa.compute.add(oom["ts"], pa.scalar(3600 * 10**6, pa.duration("us")))
     oom = oom.set_column(oom.schema.get_field_index("ts"), oom.schema.field("ts"), later)
     write_archive(pa.concat_tables([healthy, oom]), tmp_path / "a")
     result = _triage_json(capsys, "--archive", str(tmp_path / "a"))

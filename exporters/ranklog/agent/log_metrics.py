@@ -26,6 +26,7 @@ from typing import Any
 from .. import signatures
 from ..metrics import LabelBudget
 from ..parse.arrowbytes import values_as_one
+from ..record import ts_ns as ts_nanoseconds
 
 _LOOKAROUND = re.compile(r"\(\?<?[!=][^)]*\)")
 _METRIC_CONTAINERS = ("data", "metrics")
@@ -71,7 +72,7 @@ class BatchObserver:
         import pyarrow as pa
 
         table = pa.Table.from_batches([batch])
-        table = table.append_column("ts_ns", table["ts"].cast(pa.int64()))
+        table = table.append_column("ts_ns", pa.array(ts_nanoseconds(table["ts"])))
         self._records(table)
         self._steps(table)
         self._signatures(table)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..record import arrow_schema
+from ..conform import conform
 from .parquet_writer import (
     COMPACTION_PAGE_BYTES,
     COMPACTION_ROW_GROUP_ROWS,
@@ -44,7 +44,7 @@ _KNOWN_COMPACTED: set[str] = set()
 
 def read_file(storage: Storage, path: str) -> pa.Table:
     with storage.fs.open_input_file(path) as source:
-        return pq.read_table(source).cast(arrow_schema())
+        return conform(pq.read_table(source))  # files of an older archive may hold ts in ns
 
 
 def plan(files: list[StoredFile], now: float, delay: float, target: int,

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from ..conform import SchemaMismatch
 from ..conform import conform as conform_table
-from ..record import FIELDS, REQUIRED, arrow_schema, normalize_row
+from ..record import REQUIRED, normalize_row, records_table
 from .ingest_values import pop_repaired, repair_arrow, repair_rows, with_repaired
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -197,8 +197,7 @@ def _decode_ndjson(data: bytes, received_ns: int) -> pa.Table:
         for name in REQUIRED:
             if row.get(name) is None:
                 row[name] = defaults.get(name, "")
-    table = pa.Table.from_pydict({name: [row.get(name) for row in rows] for name in FIELDS}, schema=arrow_schema())
-    return with_repaired(table, repaired)
+    return with_repaired(records_table(rows), repaired)
 
 
 def _attrs_of(obj: dict[str, Any]) -> dict[str, Any]:

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from .. import text_index
 from ..archive_layout import COMPACTED_KEY, HOUR_NS, SEVERE_LEVELS
-from ..record import DICTIONARY_FIELDS, FIELDS
+from ..record import DICTIONARY_FIELDS, FIELDS, TS_UNIT, ts_ns
 from .storage import Storage
 
 SORT_KEYS: tuple[str, ...] = ("level", "host", "source_id", "ts")
@@ -77,7 +77,7 @@ COMPACTION_PAGE_BYTES = 8 * 1024 * 1024
 
 def hour_indices(table: pa.Table) -> np.ndarray:
     """Hours since the epoch (UTC) of every row's `ts`."""
-    return np.floor_divide(pc.cast(table["ts"], pa.int64()).to_numpy(), HOUR_NS)
+    return np.floor_divide(ts_ns(table["ts"]), HOUR_NS)
 
 
 def split_by_hour(table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
@@ -108,7 +108,7 @@ def _is_severe(table: pa.Table) -> np.ndarray:
 def sort_order(table: pa.Table) -> pa.Array:
     """Row order: rows at SEVERE_LEVELS first, then by SORT_KEYS. Sorting strings is slow, so the
     string keys become one dense integer rank and the rank and `ts` are packed into a single int64
-    sorted by numpy; tables where that does not fit (ts spanning more than ~73 min, over 2M key
+    sorted by numpy; tables where that does not fit (ts spanning more than 2^42 µs ≈ 51 days, over 2M key
     combinations) use Arrow's sort."""
     ts = pc.cast(table["ts"], pa.int64()).to_numpy()
     if table.num_rows == 0:
@@ -172,7 +172,13 @@ def write_parquet(storage: Storage, table: pa.Table, path: str, zstd_level: int 
 
 
 def is_compacted(storage: Storage, path: str) -> bool:
-    """Whether `path` is a compaction output (reads only the footer)."""
+    """Whether `path` is a compaction output of the current format (reads only the footer).
+
+    A file of an older archive that stored `ts` in nanoseconds counts as not compacted, so the next
+    compaction of its (closed) hour rewrites it with `ts` in microseconds: that is the migration."""
     with storage.fs.open_input_file(path) as source:
-        metadata = pq.ParquetFile(source).metadata.metadata or {}
-    return metadata.get(COMPACTED_KEY) == b"1"
+        parquet = pq.ParquetFile(source)
+        metadata = parquet.metadata.metadata or {}
+        names = parquet.schema_arrow.names
+        current = "ts" in names and parquet.schema_arrow.field("ts").type.unit == TS_UNIT
+    return metadata.get(COMPACTED_KEY) == b"1" and current

@@ -19,11 +19,10 @@ import logging
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..archive_layout import INDEX_ROOT, partition_dir
-from ..record import LEVELS
+from ..record import LEVELS, ts_ns
 from .archive_config import RetentionConfig
 from .compaction import read_file
 from .parquet_writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL
@@ -53,7 +52,7 @@ def _expired_mask(storage: Storage, stored: StoredFile, policy: RetentionConfig,
         return np.zeros(0, dtype=bool), set()
     with storage.fs.open_input_file(stored.path) as source:
         table = pq.read_table(source, columns=["level", "ts"])
-    ts = pc.cast(table["ts"], pa.int64()).to_numpy()
+    ts = ts_ns(table["ts"])
     level = table["level"].to_numpy(zero_copy_only=False)
     expired = np.zeros(table.num_rows, dtype=bool)
     levels: set[str] = set()

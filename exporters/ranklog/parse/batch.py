@@ -22,7 +22,6 @@ from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS, arrow_schema
 
 from .ansi import strip_ansi
 from .inferred_time import infer_missing, mark
-from .timestamps import TS_TYPE
 
 if TYPE_CHECKING:
     from .contract import SourceContext
@@ -66,7 +65,7 @@ def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np
             continue
         column = _typed(column, kind, n)
         if name == "ts":
-            column, inferred = infer_missing(column.cast(TS_TYPE), ctx, read_time_ns)
+            column, inferred = infer_missing(column, ctx, read_time_ns)
         elif name == "level":
             column = pc.fill_null(column, "UNKNOWN")
         elif name == "msg":

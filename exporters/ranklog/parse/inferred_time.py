@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..record import ts_array, ts_ns
+
 if TYPE_CHECKING:
     from .contract import SourceContext
 
@@ -33,11 +35,11 @@ def infer_missing(ts: pa.Array, ctx: SourceContext, read_time_ns: int) -> tuple[
     """(`ts` with its nulls filled, the ``ts_inferred`` reason per row or None when nothing was missing).
 
     `ts` is a timestamp array in file order; updates ``ctx.state[STATE_KEY]`` to the file's last
-    measured time.
+    measured time (nanoseconds, like ``mtime_ns`` and `read_time_ns`, whatever unit `ts` has).
     """
     n = len(ts)
     valid = ~np.asarray(ts.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    values = ts.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    values = ts_ns(ts)
     previous = ctx.state.get(STATE_KEY)
     if valid.any():
         ctx.state[STATE_KEY] = int(values[np.flatnonzero(valid)[-1]])
@@ -60,7 +62,7 @@ def infer_missing(ts: pa.Array, ctx: SourceContext, read_time_ns: int) -> tuple[
             filled[head], reason[head] = int(ctx.mtime_ns), MTIME
         else:
             filled[head], reason[head] = read_time_ns, READ
-    return pa.array(filled, pa.int64()).cast(ts.type), pa.array(reason, pa.string())
+    return ts_array(filled), pa.array(reason, pa.string())
 
 
 def mark(attrs: pa.Array, reasons: pa.Array) -> pa.Array:

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from ranklog.record import INT32_FIELDS, INT64_FIELDS, normalize_row
+from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, normalize_row, ts_array
 
 from .ansi import strip_ansi_text
 from .batch import build_batch, concat
@@ -28,7 +28,7 @@ from .contract import ParseResult
 from .jsontext import join_members, json_member, note_unusable
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, blank_mask, split_lines
-from .timestamps import TS_TYPE, strings_to_timestamps, to_timestamps
+from .timestamps import strings_to_timestamps, to_timestamps
 
 if TYPE_CHECKING:
     from .contract import SourceContext
@@ -287,7 +287,7 @@ class _BlockReader:
             columns[name] = pa.array([row.get(name) for row in rows], pa.int32())
         for name in ("step", "seq"):
             columns[name] = pa.array([row.get(name) for row in rows], pa.int64())
-        columns["ts"] = pa.array([row.get("ts") for row in rows], pa.int64()).cast(TS_TYPE)
+        columns["ts"] = ts_array([row.get("ts") for row in rows])
         unparsed = pc.fill_null(pc.equal(columns["format"], "text"), False)
         if pc.any(unparsed).as_py():
             columns["level"] = pc.if_else(unparsed, guess_levels(columns["msg"]), columns["level"])
@@ -298,4 +298,4 @@ class _BlockReader:
 def _text_to_ns(text: str, tz: str) -> int | None:
     """One timestamp text, converted exactly as the bulk path does (nanoseconds, `tz` for naive times)."""
     value = strings_to_timestamps(pa.array([text], pa.string()), tz)[0]
-    return None if not value.is_valid else value.cast(pa.int64()).as_py()
+    return None if not value.is_valid else value.cast(pa.int64()).as_py() * NS_PER_TS

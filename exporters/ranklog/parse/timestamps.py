@@ -1,4 +1,7 @@
-"""Turning timestamp columns of any spelling into `timestamp[ns, UTC]`, vectorized with a safe fallback.
+"""Turning timestamp columns of any spelling into the record's `ts` type, vectorized with a safe fallback.
+
+Parsing goes through nanoseconds (text with 9 fraction digits is common) and ends in
+:func:`ranklog.record.ts_array`, which stores microseconds and nulls what is out of range.
 
 Naive times (no zone in the text) are taken in `timezone` (default UTC: training clusters log in
 UTC far more often than not, and a per-source `timezone` option fixes the rest). A value that does
@@ -18,21 +21,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..record import TS_TYPE, ts_array
 from .arrowbytes import values_contain
 
-TS_TYPE = pa.timestamp("ns", tz="UTC")
+_NS_UTC = pa.timestamp("ns", tz="UTC")
 
 
 def to_timestamps(column: pa.Array, tz: str = "UTC") -> pa.Array:
-    """Any column (ISO strings, epoch numbers, timestamps, nulls) as timestamp[ns, UTC] with nulls."""
+    """Any column (ISO strings, epoch numbers, timestamps, nulls) as the `ts` type with nulls."""
     kind = column.type
     if pa.types.is_null(kind):
         return pa.nulls(len(column), TS_TYPE)
     if pa.types.is_timestamp(kind):
-        if kind.tz is None:
-            column = pc.assume_timezone(column.cast(pa.timestamp("ns")), tz, ambiguous="earliest",
-                                        nonexistent="earliest")
-        return column.cast(TS_TYPE)
+        if kind.tz is None and tz.upper() != "UTC":
+            column = pc.assume_timezone(column, tz, ambiguous="earliest", nonexistent="earliest")
+        return ts_array(column)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         return _epoch_to_timestamps(column)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
@@ -58,18 +61,18 @@ def strings_to_timestamps(column: pa.Array, tz: str = "UTC") -> pa.Array:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass
     zone = _zone(tz)
-    return pa.array([_parse_one(value, zone) for value in text.to_pylist()], TS_TYPE)
+    return ts_array([_parse_one(value, zone) for value in text.to_pylist()])
 
 
 def _zoned(text: pa.Array, tz: str) -> pa.Array:
-    return text.cast(TS_TYPE)
+    return ts_array(text.cast(_NS_UTC))
 
 
 def _naive(text: pa.Array, tz: str) -> pa.Array:
     naive = text.cast(pa.timestamp("ns"))
     if tz.upper() == "UTC":
-        return naive.cast(TS_TYPE)
-    return pc.assume_timezone(naive, tz, ambiguous="earliest", nonexistent="earliest").cast(TS_TYPE)
+        return ts_array(naive)
+    return ts_array(pc.assume_timezone(naive, tz, ambiguous="earliest", nonexistent="earliest"))
 
 
 def _first_is_zoned(text: pa.Array) -> bool:
@@ -94,7 +97,7 @@ def _epoch_to_timestamps(column: pa.Array) -> pa.Array:
                                                               np.where(magnitude < 10**17, 10**3, 1)))
         ok = magnitude < (2**63 - 1) // scale
         ns = np.where(ok, values, 0) * scale
-        return pa.array(ns, pa.int64(), mask=~ok | nulls).cast(TS_TYPE)
+        return ts_array(pa.array(ns, pa.int64(), mask=~ok | nulls))
     values = np.asarray(column.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
     magnitude = np.abs(values)
     scale = np.where(magnitude < 1e11, 1e9, np.where(magnitude < 1e14, 1e6, np.where(magnitude < 1e17, 1e3, 1.0)))
@@ -102,7 +105,7 @@ def _epoch_to_timestamps(column: pa.Array) -> pa.Array:
         scaled = values * scale
     ok = np.isfinite(scaled) & (np.abs(scaled) < 9.2e18)
     ns = np.where(ok, scaled, 0).astype(np.int64)
-    return pa.array(ns, pa.int64(), mask=~ok | nulls).cast(TS_TYPE)
+    return ts_array(pa.array(ns, pa.int64(), mask=~ok | nulls))
 
 
 @lru_cache(maxsize=32)

@@ -177,8 +177,11 @@ def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) ->
             scanner = _archive_dataset(source, chunk).scanner(
                 columns=wanted, filter=expression, batch_size=BATCH_ROWS, use_threads=True,
                 batch_readahead=READAHEAD_BATCHES, fragment_readahead=READAHEAD_FILES)
-            for tagged_batch in scanner.scan_batches():
-                yield partition_of[tagged_batch.fragment.path], spec.python_filter(tagged_batch.record_batch)
+            try:
+                for tagged_batch in scanner.scan_batches():
+                    yield partition_of[tagged_batch.fragment.path], spec.python_filter(tagged_batch.record_batch)
+            except pa.ArrowInvalid as exc:
+                raise _legacy_ts_error(exc, chunk) from None
 
     tagged = search_files(source, files, spec, wanted) if is_text_search(spec) else scan_chunks()
     if not spec.order and not needs_dedup:
@@ -200,6 +203,16 @@ def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) ->
     tables = list(partition_tables())
     if tables:
         yield from _batches(_sort(pa.concat_tables(tables), spec))
+
+
+def _legacy_ts_error(exc: Exception, files: list[DataFile]) -> Exception:
+    """Files of an archive older than µs `ts` whose times carry sub-µs digits cannot be read as µs
+    without changing them: say so in one line (the archive's compaction rewrites those hours)."""
+    if "would lose data" not in str(exc):
+        return exc
+    return UserError(f"{files[0].path} (or a file beside it) stores ts in nanoseconds with sub-microsecond "
+                     "digits (written by an older ranklog); let `ranklog archive` compact the hour, which "
+                     "rewrites it with ts in microseconds")
 
 
 def _coalesced(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:

@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
+from ..record import ns_to_ts
 from .filter_attrs import parse_attr
 from .globs import glob_to_re2, split_literal
 
@@ -60,12 +61,14 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    ts_type = pa.timestamp("ns", tz="UTC")
+    from ..record import TS_TYPE
+
     parts: list[ds.Expression] = []
+    # ts is stored in microseconds: rounding the bounds up keeps `>= start` and `< end` exact.
     if spec.start_ns is not None:
-        parts.append(ds.field("ts") >= pa.scalar(spec.start_ns, ts_type))
+        parts.append(ds.field("ts") >= pa.scalar(ns_to_ts(spec.start_ns, ceil=True), TS_TYPE))
     if spec.end_ns is not None:
-        parts.append(ds.field("ts") < pa.scalar(spec.end_ns, ts_type))
+        parts.append(ds.field("ts") < pa.scalar(ns_to_ts(spec.end_ns, ceil=True), TS_TYPE))
     if spec.levels:
         parts.append(ds.field("level").isin(pa.array(list(spec.levels), pa.string())))
     for name, values in (("host", spec.hosts), ("logger", spec.loggers)):

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from ..errors import UserError
-from ..record import format_ts
+from ..record import format_ts, ts_ns
 from . import engine
 from .filters import QuerySpec
 
@@ -36,7 +36,7 @@ def build_trace(source: Any, trace_id: str, spec: QuerySpec | None = None) -> di
     truncated = table.num_rows > MAX_RECORDS
     table = table.slice(0, MAX_RECORDS)
     rows = table.drop_columns(["ts"]).to_pylist()
-    ns = table.column("ts").cast("int64").to_pylist()
+    ns = ts_ns(table.column("ts")).tolist()
     timeline: list[dict[str, Any]] = []
     groups: dict[str, dict[str, Any]] = {}
     last_in_group: dict[str, int] = {}

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..record import ns_to_ts
 from .identity import worker_pids
 
 if TYPE_CHECKING:
@@ -454,8 +455,10 @@ def _with_columns(table: pa.Table) -> pa.Table:
 
 def _ts_literal(ns: int) -> str:
     """A timestamp literal comparable with `ts` that DuckDB pushes down to Parquet row-group
-    statistics (a filter on ``epoch_ns(ts)`` is not pushed down and scans every row group)."""
-    return f"make_timestamp_ns({int(ns)})::TIMESTAMPTZ"
+    statistics (a filter on ``epoch_ns(ts)`` is not pushed down and scans every row group).
+
+    Rounded up to the stored microsecond: exact for ``ts >= t`` and ``ts < t`` (the bounds used)."""
+    return f"make_timestamp({ns_to_ts(int(ns), ceil=True)})::TIMESTAMPTZ"
 
 
 def _sql_string(text: str) -> str:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...query import engine
 from ...query.filters import QuerySpec
+from ...record import ts_ns
 from .logql import (
     STREAM_LABELS,
     LogSelector,
@@ -57,9 +58,7 @@ def to_spec(selector: LogSelector, start_ns: int, end_ns: int, **extra: Any) -> 
 
 def ns_column(table: pa.Table) -> np.ndarray:
     """The ``ts`` column as int64 nanoseconds, whatever unit the archive stores."""
-    import pyarrow as pa
-
-    return table.column("ts").cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64()).to_numpy()
+    return ts_ns(table.column("ts"))
 
 
 def _label_strings(table: pa.Table, names: list[str] | tuple[str, ...]) -> list[list[str | None]]:

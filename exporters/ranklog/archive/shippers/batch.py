@@ -22,7 +22,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...record import FIELDS, REQUIRED, normalize_row
+from ...record import REQUIRED, normalize_row, records_table
 from ..ingest import SHIPPER_KEY_PREFIX, IngestError
 
 IDEMPOTENCY_HEADER = "idempotency-key"
@@ -57,8 +57,6 @@ def to_table(rows: Iterable[Mapping[str, Any]], source_id: str, defaults: Mappin
     """The record table of `rows` (record field names; anything else goes to ``attrs``)."""
     import pyarrow as pa
 
-    from ...record import arrow_schema
-
     normalized = []
     for offset, row in enumerate(rows):
         record = normalize_row({k: v for k, v in row.items() if k not in ("source_id", "offset")}, defaults)
@@ -71,7 +69,7 @@ def to_table(rows: Iterable[Mapping[str, Any]], source_id: str, defaults: Mappin
         record["source_id"], record["offset"] = source_id, offset
         normalized.append(record)
     try:
-        return pa.Table.from_pydict({name: [r.get(name) for r in normalized] for name in FIELDS}, schema=arrow_schema())
+        return records_table(normalized)
     except (pa.ArrowException, OverflowError, UnicodeError) as exc:
         raise IngestError(400, "bad_body", f"batch cannot be stored: {str(exc).splitlines()[0][:200]}") from None
 

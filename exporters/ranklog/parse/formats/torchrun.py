@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ranklog.record import parse_ts
+from ranklog.record import parse_ts, ts_array
 
 from ..batch import build_batch, empty_batch
 from ..contract import ParseResult
 from ..text_layouts import TextFormat, parse_text_lines
-from ..timestamps import TS_TYPE
 from .python import PYTHON_LAYOUTS, RANK_PREFIX
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ def parse_torchrun_error(data: bytes, base_offset: int, ctx: SourceContext, *, f
         return ParseResult(result.batch, result.consumed, result.batch.num_rows)
     row = error_record(document)
     columns = {
-        "ts": pa.array([row["ts"]], pa.int64()).cast(TS_TYPE),
+        "ts": ts_array([row["ts"]]),
         "level": pa.array(["ERROR"]), "msg": pa.array([row["msg"]]), "exc": pa.array([row["exc"]], pa.string()),
         "attrs": pa.array([row["attrs"]], pa.string()),
     }
