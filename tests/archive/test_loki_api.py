@@ -26,7 +26,7 @@ from ranklog.archive.loki.routes import LokiAPI
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec
 from ranklog.query.sources import open_source
-from ranklog.record import arrow_schema
+from ranklog.record import arrow_schema, ts_array, ts_ns
 from tests.helpers.corpus import generate
 from tests.helpers.procs import ranklog_cmd
 from tests.helpers.query_data import write_archive
@@ -46,7 +46,7 @@ def check_shape(body: object, shape: str) -> None:
 def corpus() -> pa.Table:
     table = generate(3000, start_ns=START_NS, span_s=45 * 60, hosts=2, ranks_per_host=4, seed=11)
     extra = {name: [None] for name in arrow_schema().names}
-    extra.update(ts=[NOW_NS - 5 * 60 * 10**9], level=["ERROR"], msg=["RuntimeError: CUDA error: device-side assert"],
+    extra.update(ts=ts_array([NOW_NS - 5 * 60 * 10**9]), level=["ERROR"], msg=["RuntimeError: CUDA error: device-side assert"],
                  exc=["Traceback (most recent call last):\n  File \"train.py\", line 3\nRuntimeError: boom"],
                  host=["gpu-node-000"], ip=["10.0.0.1"], rank=[3], local_rank=[3], job=[JOB], role=["trainer"],
                  source=["/x"], source_id=["hand:1"], offset=[0], format=["python"], trace_id=["feedbeef"])
@@ -98,7 +98,7 @@ def test_log_query_matches_the_engine_and_orders_by_direction(client, root):
         got = entries(body)
         assert len(got) == expected.num_rows
         times = sorted(t for t, _, _ in got)
-        expected_ns = sorted(pc.cast(expected["ts"], pa.int64()).to_pylist())
+        expected_ns = sorted(ts_ns(expected["ts"]).tolist())
         assert times == expected_ns
         for _, _, labels in got:
             assert labels["job"] == JOB and labels["rank"] == "3" and labels["level"] in ("ERROR", "CRITICAL")
@@ -153,7 +153,7 @@ def test_metric_queries(client, corpus):
     assert body["data"]["resultType"] == "matrix"
     totals = {s["metric"]["level"]: sum(int(v) for _, v in s["values"]) for s in body["data"]["result"]}
     # windows of 5m every 5m tile the range: every record is counted once
-    levels = pc.value_counts(corpus.filter(pc.greater(pc.cast(corpus["ts"], pa.int64()), START_NS))["level"])
+    levels = pc.value_counts(corpus.filter(pa.array(ts_ns(corpus["ts"]) > START_NS))["level"])
     assert totals == {item["values"]: item["counts"] for item in levels.to_pylist()}
     rate = get(client, "query_range", query=f'sum(rate({{job="{JOB}"}} [5m]))', start=START_NS, end=end, step=step)
     counts = get(client, "query_range", query=f'sum(count_over_time({{job="{JOB}"}} [5m]))', start=START_NS, end=end,
