@@ -131,14 +131,15 @@ def test_files_of_an_older_archive_with_ns_ts_are_read_and_compacted_to_microsec
         engine.read(open_source(archive=str(root)), QuerySpec())
     state = tmp_path / "state"
     state.mkdir()
-    assert compact(storage, str(state), PAST_NS / 1e9 + 3 * 3600, delay=600, target=128 * 10**6) == 1
+    owner = HourOwner(storage, LocalLeaseStore(storage.base), 60.0, str(state))
+    assert compact(storage, owner, PAST_NS / 1e9 + 3 * 3600, delay=600, target=128 * 10**6) == 1
     [stored] = storage.list_files(own_only=True)
     parquet = pq.ParquetFile(stored.path)
     logical = parquet.schema.column(parquet.schema_arrow.get_field_index("ts")).logical_type.to_json()
     assert json.loads(logical)["timeUnit"] == "microseconds" and json.loads(logical)["isAdjustedToUTC"]
     assert parquet.metadata.num_rows == 4010
     assert engine.read(open_source(archive=str(root)), QuerySpec()).num_rows == 4010
-    assert compact(storage, str(state), PAST_NS / 1e9 + 3 * 3600, delay=600, target=128 * 10**6) == 0
+    assert compact(storage, owner, PAST_NS / 1e9 + 3 * 3600, delay=600, target=128 * 10**6) == 0
 
 
 def _kill_when(archive, appears, timeout: float = 20.0) -> bool:
