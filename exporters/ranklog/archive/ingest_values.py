@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..record import FIELDS, REQUIRED, arrow_schema, parse_ts
+from ..record import FIELDS, REQUIRED, arrow_schema, parse_ts, ts_array
 
 PARSE_ERROR = "parse_error"
 TS_INFERRED = "ts_inferred"
@@ -217,7 +217,7 @@ def repair_arrow(table: pa.Table, received_ns: int) -> pa.Table:
         attrs[i] = _with_errors(attrs[i], rejected[i], list(rejected[i]))
     if ts_nulls:
         if ts_ns is None:
-            ts_ns = _raw_values(columns["ts"].cast(schema.field("ts").type)) if "ts" in columns else [None] * n
+            ts_ns = _raw_values(pa.chunked_array([ts_array(columns["ts"])])) if "ts" in columns else [None] * n
         sids = columns["source_id"].to_pylist() if "source_id" in columns else [""] * n
         offsets = columns["offset"].to_pylist() if "offset" in columns else list(range(n))
         reasons = infer_times(ts_ns, [s or "" for s in sids], [-1 if o is None else o for o in offsets], received_ns)
@@ -240,6 +240,9 @@ def _casts(column: pa.ChunkedArray, field: pa.Field) -> bool:
         column = pc.cast(column, kind)
     if kind == field.type:
         return True
+    if pa.types.is_timestamp(kind) and pa.types.is_timestamp(field.type):
+        # the record's ts holds only what int64 nanoseconds can (record.ts_array nulls the rest)
+        return ts_array(column).null_count == column.null_count
     try:
         pc.cast(column, field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
