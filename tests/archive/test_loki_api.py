@@ -34,7 +34,7 @@ from tests.helpers.query_data import write_archive
 SCHEMA = json.loads((Path(__file__).with_name("loki_schema.json")).read_text())
 TOKEN = "loki-test-token"
 JOB = "ppo-qwen7b-gsm8k"
-NOW_NS = time.time_ns()
+NOW_NS = time.time_ns() // 1000 * 1000  # whole microseconds: the archive stores ts in µs
 START_NS = NOW_NS - 50 * 60 * 10**9  # the corpus spans the last ~50 minutes: inside every default range
 
 
