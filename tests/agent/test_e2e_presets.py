@@ -21,8 +21,8 @@ def test_all_presets_find_and_parse_their_layouts(tmp_path: Path, token_file: Pa
     trees = {
         "ranklog": write_ranklog_tree(roots["ranklog"], failing_rank=1),
         "ray": write_ray_session(roots["ray"]),
-        "torchrun": write_torchrun_tree(roots["torchrun"], nproc=2, failing_local_rank=1),
-        "verl": write_verl_run(roots["verl"], steps=6, nan_at=6),
+        "torchrun": write_torchrun_tree(roots["torchrun"], console=False),
+        "verl": write_verl_run(roots["verl"]),
     }
     files = [f for tree in trees.values() for f in tree.files]
     expected = sum(f.records for f in files)

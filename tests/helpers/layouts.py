@@ -6,16 +6,18 @@ record; a traceback is one record with the line it follows), plus what the failu
 rank failed first, with which message, and when.
 
     tree = write_ranklog_tree(tmp_path / "logs", failing_rank=3)      # <job>/<host>/rank-N.pid-P.0000.jsonl
-    tree = write_torchrun_tree(tmp_path / "tr", nproc=4, failing_local_rank=1, failure="cuda_oom")
+    tree = write_torchrun_tree(tmp_path / "tr")                       # a real torchrun --log-dir (scenario library)
     tree = write_ray_session(tmp_path / "ray")                        # real Ray sessions (copied, see below)
-    tree = write_verl_run(tmp_path / "verl", steps=20)                # console capture + metrics JSONL
+    tree = write_verl_run(tmp_path / "verl")                          # real verl console + metrics JSONL
     tree.expected_records()  # → total; tree.files[i].records per file; tree.first_failure → Failure
 
-The Ray tree is not written by hand: it is real Ray output from the scenario library
-(tests/scenarios/ray_*), copied. The message strings of the others are the real ones (NCCL watchdog, CUDA OOM, Ray ActorDiedError and OOM killer,
-verl step lines), so failure-signature matching in the agent and triage works on them unchanged.
-Timestamps are deterministic: ``start`` (default 2026-12-02T13:00:00Z) plus one second per step;
-the failing rank fails at ``fail_after`` steps, the others time out 600 s later (as NCCL does).
+The Ray, torchrun and verl trees are not written by hand: they are the real tools' output from the
+scenario library (tests/scenarios/, made by ``make scenarios``), copied byte for byte. Only the
+ranklog logger's trees are written here (the logger is ours; its format is tested against the
+logger itself), with the real message strings of the failures (NCCL watchdog — GPU-only, so not
+in the library's CPU runs —, CUDA OOM, Ray ActorDiedError and OOM killer, verl step lines).
+Their timestamps are deterministic: ``start`` (default 2026-12-02T13:00:00Z) plus one second per
+step; the failing rank fails at ``fail_after`` steps, the others time out 600 s later (as NCCL does).
 """
 
 from __future__ import annotations
@@ -117,10 +119,6 @@ def _ts(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _py_ts(t: datetime) -> str:
-    return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{t.microsecond // 1000:03d}"
-
-
 def _write(path: Path, lines: list[str]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -203,47 +201,49 @@ def _as_text_layout(record: dict) -> str:
 
 
 # -- torchrun --------------------------------------------------------------------------------------
-def write_torchrun_tree(root: Path, *, run_id: str = "3f2c1a9e-7b4d-4e21-9c8a-5d6e7f8a9b0c", suffix: str = "k3j2h1g0",
-                        nproc: int = 2, attempt: int = 0, steps: int = 8, failing_local_rank: int | None = 1,
-                        failure: str = "cuda_oom", start: datetime = START, node_rank: int = 0) -> Tree:
-    """`<root>/<run_id>_<suffix>/attempt_<n>/<local_rank>/{stdout,stderr}.log` (+ `error.json` of the failed
-    rank), as `torchrun --log-dir root --redirects 3` writes them. stdout: prints; stderr: Python logging
-    (`%(asctime)s - %(name)s - %(levelname)s - %(message)s`), the failing rank's uncaught traceback
-    (prefixed `[rankN]:` like PyTorch does), and the other ranks' NCCL watchdog line (glog layout)."""
-    tree = Tree(root=Path(root), job=run_id)
-    base = tree.root / f"{run_id}_{suffix}" / f"attempt_{attempt}"
-    for local in range(nproc):
-        rank = node_rank * nproc + local
-        out = [f"rank {rank} of {nproc}: loading shards"] + [f"step {s} tokens/s 1532.1" for s in range(steps)]
-        err: list[str] = []
-        records = 0
-        stop = steps // 2 if local == failing_local_rank else steps
-        for s in range(stop):
-            t = start + timedelta(seconds=s, milliseconds=rank)
-            err.append(f"{_py_ts(t)} - train - INFO - {verl_step_line(s)}")
-            records += 1
-        if local == failing_local_rank:
-            t = start + timedelta(seconds=stop, milliseconds=500)
-            err += [f"[rank{rank}]: {line}" for line in traceback_lines(FAILURES[failure])]
-            records += 1
-            error = {"message": {"message": FAILURES[failure].split("\n")[0], "extraInfo": {
-                "py_callstack": "\n".join(traceback_lines(FAILURES[failure])) + "\n",
-                "timestamp": str(int(t.timestamp()))}}}
-            (base / str(local)).mkdir(parents=True, exist_ok=True)
-            (base / str(local) / "error.json").write_text(json.dumps(error))
-            tree.files.append(WrittenFile(base / str(local) / "error.json", "torchrun-error", 1, 1, None, local))
-            tree.first_failure = Failure(rank, t, FAILURES[failure].split("\n")[0], base / str(local) / "stderr.log")
-        elif failing_local_rank is not None:
-            t = start + timedelta(seconds=steps // 2 + 600, milliseconds=rank)
-            glog = t.strftime("E%m%d %H:%M:%S.%f")
-            err.append(f"[rank{rank}]:[{glog} 4242 torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:616] "
-                       f"{nccl_watchdog(rank)}")
-            records += 1
-        tree.files.append(WrittenFile(base / str(local) / "stdout.log", "torchrun", _write(base / str(local) / "stdout.log", out),
-                                      len(out), None, local))
-        tree.files.append(WrittenFile(base / str(local) / "stderr.log", "torchrun", records,
-                                      _write(base / str(local) / "stderr.log", err), None, local))
+def write_torchrun_tree(root: Path, *, scenario: str = "torchrun_cuda_oom", node: str = "node0",
+                        console: bool = True) -> Tree:
+    """A real torchrun ``--log-dir`` at `root`: one node's folder of a scenario of the library
+    (tests/scenarios/<scenario>/out/<node>/, torch 2.13 with gloo), copied byte for byte —
+    ``<run_id>_<suffix>/attempt_<n>/<local_rank>/{stdout,stderr}.log``, the failed ranks'
+    ``error.json``, and with `console` the launcher's ``torchrun.console.log`` (``[default0]:`` lines).
+    The default is a 3-rank run whose rank 1 dies of a CUDA OOM (text raised by the generator).
+
+    Each file's ``records`` is what parsing the whole file in one call yields (nothing is written by
+    hand here); ``local_rank`` comes from the folder the file sits in."""
+    import shutil
+
+    source = Path(__file__).resolve().parents[1] / "scenarios" / scenario / "out" / node
+    tree = Tree(root=Path(root))
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        relative = path.relative_to(source)
+        if relative.name == "torchrun.console.log" and not console:
+            continue
+        copy = tree.root / relative
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copy)
+        if tree.job is None and len(relative.parts) > 1:
+            tree.job = relative.parts[0].rsplit("_", 1)[0]
+        local = int(relative.parts[-2]) if len(relative.parts) >= 4 and relative.parts[-2].isdigit() else None
+        fmt = "torchrun-error" if relative.name == "error.json" else "torchrun"
+        data = copy.read_bytes()
+        if data:
+            tree.files.append(WrittenFile(copy, fmt, _records(copy, data), data.count(b"\n"), None, local))
     return tree
+
+
+def _records(path: Path, data: bytes) -> int:
+    """Records that parsing `data` (the whole file, in one call) yields."""
+    from ranklog.parse import parse
+    from ranklog.parse.contract import SourceContext
+    from ranklog.parse.detection import detect
+
+    found = detect(str(path))
+    if found is None:
+        return 0
+    ctx = SourceContext(source=str(path), source_id="x", format=found.format, host="unknown", ip="unknown",
+                        fields={k: v for k, v in found.fields.items() if k != "host"})
+    return parse(data, 0, ctx, final=True, read_time_ns=0).batch.num_rows
 
 
 # -- Ray -------------------------------------------------------------------------------------------
@@ -286,24 +286,21 @@ def write_ray_session(root: Path, *, scenarios: tuple[str, ...] = RAY_SCENARIOS)
 
 
 # -- verl ------------------------------------------------------------------------------------------
-def write_verl_run(root: Path, *, steps: int = 12, nan_at: int | None = None, start: datetime = START) -> Tree:
-    """A verl run's console capture (`<root>/verl_demo.log`: Ray-prefixed `(TaskRunner pid=…)` output with a
-    `step:N - key:val - …` line per step) and its file logger output (`<root>/metrics.jsonl`,
-    `{"step": N, "data": {…}}`). With `nan_at`, that step's `actor/pg_loss` is nan in both."""
+def write_verl_run(root: Path, *, scenario: str = "verl_console_inf") -> Tree:
+    """A real verl run at `root`: verl 0.9.1's own ``Tracking`` loggers' output from the scenario
+    library (tests/scenarios/<scenario>/out/node0/), copied byte for byte — the console capture
+    ``verl.console.log`` (``step:N - actor/pg_loss:np.float64(…) - …``) and the file logger's
+    ``metrics/qwen-tiny.jsonl`` (``{"step":N,"data":{…}}``, NaN/Inf as ``null``). The default run's
+    loss turns Inf at step 6."""
+    import shutil
+
+    source = Path(__file__).resolve().parents[1] / "scenarios" / scenario / "out" / "node0"
     tree = Tree(root=Path(root))
-    console = ["(TaskRunner pid=2231) TaskRunner hostname: node1, PID: 2231",
-               "(TaskRunner pid=2231) Training from scratch"]
-    jsonl = []
-    for s in range(1, steps + 1):
-        line = verl_step_line(s)
-        data = {part.split(":")[0]: float(part.split(":")[1]) for part in line.split(" - ")[1:]}
-        if nan_at == s:
-            line = line.replace(f"actor/pg_loss:{data['actor/pg_loss']}", "actor/pg_loss:nan")
-            data["actor/pg_loss"] = float("nan")
-        console.append(f"(TaskRunner pid=2231) {line}")
-        jsonl.append(json.dumps({"step": s, "data": data}))  # json writes NaN, as verl's file logger does
-    path = tree.root / "verl_demo.log"
-    tree.files.append(WrittenFile(path, "verl-console", len(console), _write(path, console)))
-    path = tree.root / "metrics.jsonl"
-    tree.files.append(WrittenFile(path, "verl-jsonl", len(jsonl), _write(path, jsonl)))
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        copy = tree.root / path.relative_to(source)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copy)
+        data = copy.read_bytes()
+        fmt = "verl-jsonl" if path.suffix == ".jsonl" else "verl-console"
+        tree.files.append(WrittenFile(copy, fmt, _records(copy, data), data.count(b"\n")))
     return tree

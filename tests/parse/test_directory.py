@@ -45,15 +45,15 @@ def test_failure_story_is_in_the_records(tmp_path: Path):
 
 
 def test_host_comes_from_the_layout_and_source_id_is_the_agents(tmp_path: Path):
-    tree = write_torchrun_tree(tmp_path / "tr", nproc=1, failing_local_rank=None)
+    tree = write_torchrun_tree(tmp_path / "tr" / "node7")
     ranklog = write_ranklog_tree(tmp_path / "rl", hosts=("gpu-7",), ranks_per_host=1, failing_rank=None)
     table = read_log_dir(str(tmp_path))
     rows = table.drop_columns(["ts"]).to_pylist()
     torchrun_rows = [r for r in rows if r["format"] == "torchrun"]
     # a torchrun --log-dir in a subfolder of the directory read is a node's folder: its name is the host
-    assert {r["host"] for r in torchrun_rows} == {"tr"}
+    assert {r["host"] for r in torchrun_rows} == {"node7"}
     # read as the --log_dir itself, nothing names the machine
-    assert set(read_log_dir(str(tmp_path / "tr")).column("host").to_pylist()) == {"unknown"}
+    assert set(read_log_dir(str(tmp_path / "tr" / "node7")).column("host").to_pylist()) == {"unknown"}
     assert {r["host"] for r in rows if r["format"] == "ranklog"} == {"gpu-7"}
     path = str(ranklog.files[0].path)
     fd = os.open(path, os.O_RDONLY)
@@ -62,7 +62,7 @@ def test_host_comes_from_the_layout_and_source_id_is_the_agents(tmp_path: Path):
     finally:
         os.close(fd)
     assert {r["source_id"] for r in rows if r["source"] == path} == {expected}
-    assert len({r["source_id"] for r in torchrun_rows}) == len(tree.files)
+    assert len({r["source_id"] for r in torchrun_rows}) == len([f for f in tree.files if f.format == "torchrun"])
 
 
 def test_big_files_are_read_in_chunks_with_progress(tmp_path: Path, monkeypatch):
