@@ -18,13 +18,14 @@ import json
 import secrets
 import subprocess
 import tempfile
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.helpers.agent_proc import running_agent
-from tests.helpers.archive_proc import running_archive
+from tests.helpers.archive_proc import read_archive, running_archive
 from tests.helpers.procs import ranklog_cmd
 
 ROOT = Path(__file__).resolve().parent
@@ -95,7 +96,23 @@ def triage_archive(scenario: Scenario, work: Path | None = None) -> dict[str, An
                 with running_agent(archive.url, token, work / f"agent-{node}", sources=[source],
                                    extra_args=["--host", node]) as agent:
                     agent.wait_idle(timeout=120)
+            _wait_flushed(archive.url, root)
         return _triage("--archive", str(root))
+
+
+def _wait_flushed(url: str, root: Path, timeout: float = 60.0) -> None:
+    """Until every record the archive acknowledged is in its Parquet files (flushes run every second)."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    deadline = time.monotonic() + timeout
+    while True:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+        acked = sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                    if s.name == "ranklog_archive_ingested_records_total")
+        if read_archive(root).num_rows >= acked or time.monotonic() > deadline:
+            return
+        time.sleep(0.3)
 
 
 def judge(truth: Truth, result: dict[str, Any]) -> dict[str, bool]:
