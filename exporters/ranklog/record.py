@@ -37,6 +37,13 @@ INT64_FIELDS = ("step", "seq", "offset")
 # Low-cardinality string columns: dictionary-encoded in Parquet.
 DICTIONARY_FIELDS = ("level", "logger", "host", "ip", "job", "role", "source", "source_id", "format")
 
+# Arrow ingest bodies may declare, in their schema metadata under this key, the byte spans they
+# cover completely: JSON ``[[source_id, start, end], …]`` — every record of `source_id` starting in
+# [start, end) is in the body. The archive's exact dedup then keeps one range for a whole span
+# instead of one key per record (see ranklog.archive.dedup). A body that holds only part of a span's
+# records (a split request) must not declare it.
+SPANS_METADATA_KEY = b"ranklog.spans"
+
 LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "UNKNOWN")
 LEVEL_NUMBERS: dict[str, int] = {"UNKNOWN": 0, "DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 _LEVEL_ALIASES: dict[str, str] = {

@@ -16,30 +16,36 @@ from ranklog.archive.wal import HEADER_SIZE, Wal
 from ranklog.config_loader import load_config
 from ranklog.errors import ConfigError
 
-# A batch: runs (source, first offset, count, step), at most one run per source (what an agent sends).
-_batch = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 300), st.integers(1, 20), st.integers(1, 7)),
+# A batch: runs (source, first line, count, step, declared, subset seed), at most one run per source.
+# A declared run holds every line of its byte span (an agent's chunk); an undeclared one any subset
+# of its lines: gaps, the case that once lost records (issue 20).
+_batch = st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 300), st.integers(1, 20), st.integers(1, 7),
+                            st.booleans(), st.integers(0, 2**31)),
                   min_size=1, max_size=3, unique_by=lambda run: run[0])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
 @given(st.lists(_batch, min_size=1, max_size=12), st.integers(0, 2**31))
 def test_dedup_matches_a_set_of_keys(batches, seed):
-    """Re-sends, overlaps, out-of-order and shuffled batches: kept rows are exactly the unseen keys.
-
-    Agents ship every line of a source between a batch's first and last offset, so a model batch is
-    a contiguous run of one source's line offsets (lines are `step` bytes apart per source).
-    """
+    """Re-sends, overlaps, out-of-order, shuffled and gappy batches, declared spans or not: the kept
+    rows are exactly the unseen keys; a key in a gap is never taken as stored."""
     rng = np.random.default_rng(seed)
     index, seen = DedupIndex(), set()
     steps: dict[str, int] = {}
     for batch in batches:
-        keys = []
-        for source, first, count, step in batch:
+        keys, spans = [], {}
+        for source, first, count, step, declared, subset in batch:
             step = steps.setdefault(source, step)  # one line length per source keeps offsets consistent
-            keys += [(source, (first // step + i) * step) for i in range(count)]
+            run = [(source, (first // step + i) * step) for i in range(count)]
+            if declared:
+                spans[source] = [(run[0][1], run[-1][1] + step)]
+            else:
+                pick = np.random.default_rng(subset).random(count) < 0.5
+                run = [key for key, take in zip(run, pick, strict=True) if take] or run[:1]
+            keys += run
         rng.shuffle(keys)
         table = pa.table({"source_id": [k[0] for k in keys], "offset": pa.array([k[1] for k in keys], pa.int64())})
-        keep = index.apply(table, now=0.0)
+        keep = index.apply(table, now=0.0, spans=spans)
         expected, fresh = [], set()
         for key in keys:
             expected.append(key not in seen and key not in fresh)
@@ -47,19 +53,43 @@ def test_dedup_matches_a_set_of_keys(batches, seed):
         assert keep.tolist() == expected
         seen |= fresh
     restored = DedupIndex.restore(index.snapshot())
-    probe = pa.table({"source_id": [k[0] for k in sorted(seen)], "offset": pa.array([k[1] for k in sorted(seen)],
-                                                                                  pa.int64())})
-    assert not restored.apply(probe, now=0.0).any()
+    every = {(src, off) for src, step in steps.items() for off in range(0, 330 * step, step)}
+    probe = sorted(every)
+    kept = restored.apply(pa.table({"source_id": [k[0] for k in probe], "offset": pa.array([k[1] for k in probe], pa.int64())}), now=0.0)
+    assert [k for k, fresh in zip(probe, kept.tolist(), strict=True) if not fresh] == sorted(seen)
 
 
-def test_dedup_settles_old_gaps_and_forgets_idle_sources():
+def test_a_record_in_the_gap_of_an_earlier_batch_is_stored():
+    """Issue 20: offsets 0 and 1000 of a source stored, then 500 arrives: it is new, not a duplicate."""
+    index = DedupIndex()
+    index.apply(pa.table({"source_id": ["s", "s"], "offset": pa.array([0, 1000], pa.int64())}), now=1.0)
+    assert index.apply(pa.table({"source_id": ["s"], "offset": pa.array([500], pa.int64())}), now=2.0).tolist() == [True]
+    # an agent's chunk declares its span: one range, and its lines are all known
+    index.apply(pa.table({"source_id": ["f"] * 3, "offset": pa.array([0, 40, 90], pa.int64())}), now=1.0,
+                spans={"f": [(0, 120)]})
+    index.apply(pa.table({"source_id": ["f"] * 2, "offset": pa.array([120, 160], pa.int64())}), now=1.0,
+                spans={"f": [(120, 200)], "g": [(0, 10**15)]})  # g: no record of g in the body, ignored
+    assert index.snapshot().filter(pa.compute.equal(index.snapshot()["source_id"], "f")).num_rows == 1
+    assert "g" not in index.snapshot()["source_id"].to_pylist()
+
+
+def test_staged_changes_are_undone_when_the_wal_append_fails():
+    index = DedupIndex()
+    index.apply(pa.table({"source_id": ["s"], "offset": pa.array([0], pa.int64())}), now=1.0)
+    batch = pa.table({"source_id": ["s", "t"], "offset": pa.array([10, 0], pa.int64())})
+    with pytest.raises(OSError), index.staged(batch, 2.0):
+        raise OSError("disk gone")  # the WAL append
+    assert index.apply(batch, now=3.0).tolist() == [True, True]  # nothing of the failed request was kept
+
+
+def test_dedup_never_closes_gaps_and_forgets_idle_sources():
     index = DedupIndex()
     for start in (0, 100, 200):
         index.apply(pa.table({"source_id": ["s"] * 2, "offset": pa.array([start, start + 10], pa.int64())}), now=1.0)
     index.apply(pa.table({"source_id": ["ndjson-body:x"], "offset": pa.array([0], pa.int64())}), now=1.0)
-    assert index.range_count() == 4
+    assert index.range_count() == 7
     index.settle(now=5000.0, settle_seconds=3600, ttl_seconds=10**6, body_ttl_seconds=100)
-    assert index.range_count() == 1 and len(index) == 1  # one merged range; the body key expired
+    assert index.range_count() == 6 and len(index) == 1  # the gaps stay open; the body key expired
     index.settle(now=2 * 10**6, settle_seconds=3600, ttl_seconds=10**6, body_ttl_seconds=100)
     assert len(index) == 0
 

@@ -12,6 +12,7 @@ acknowledges, and only then are its chunks handed back (``on_ack``) to advance c
 from __future__ import annotations
 
 import io
+import json
 import logging
 import queue
 import ssl
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..record import SPANS_METADATA_KEY
 from .chunk import Chunk
 from .endpoints import Endpoints, parse_retry_after
 
@@ -38,6 +40,7 @@ class Part:
 
     table: Any  # pyarrow.Table
     quarantined: bool = False
+    spans: list[tuple[str, int, int]] | None = None  # byte spans it holds every record of (whole chunks)
     _body: bytes | None = None
 
     @property
@@ -46,10 +49,13 @@ class Part:
 
     def body(self, schema, compression: str) -> bytes:
         if self._body is None:
+            if self.spans:  # lets the archive's exact dedup keep one range per file (record.SPANS_METADATA_KEY)
+                schema = schema.with_metadata({SPANS_METADATA_KEY: json.dumps(self.spans, separators=(",", ":"))})
             self._body = encode(self.table.to_batches(), schema, compression)
         return self._body
 
     def halves(self) -> list[Part]:
+        """Two parts of half the rows each; neither holds a whole chunk, so neither declares spans."""
         middle = -(-self.rows // 2)
         return [Part(self.table.slice(0, middle)), Part(self.table.slice(middle))]
 
@@ -57,8 +63,6 @@ class Part:
 def quarantine(table, error: str):
     """A refused record (one row) as a plain text record under the same key: every field it had as
     JSON text in ``msg``, the archive's answer in ``attrs.ship_error``."""
-    import json
-
     import pyarrow as pa
 
     (row,) = table.drop_columns(["ts"]).to_pylist()
@@ -196,7 +200,8 @@ class Shipper:
         that is refused it is counted lost (``ranklog_agent_lost_records_total{reason="refused"}``),
         logged with its key and alerted on. Either way the rest ships and the checkpoint moves on.
         """
-        parts: list[Part] = [Part(self._table(request))]
+        spans = [(c.key, c.start, c.end) for c in request.chunks if c.rows and c.end > c.start]
+        parts: list[Part] = [Part(self._table(request), spans=spans)]
         while parts and not self._stop.is_set():
             index, wait = self.endpoints.choose(request.preferred)
             if index is None:

@@ -1,35 +1,45 @@
-"""Exactly-once: which (source_id, offset) keys the archive already holds.
+"""Exactly-once: exactly which (source_id, offset) keys the archive already holds.
 
-State: for each source, sorted disjoint inclusive ranges ``[lo, hi]`` of offsets already stored,
-with the time each range was last extended. A batch is checked with numpy (`searchsorted` per
-source, no per-row Python): a row is a duplicate when its offset falls in a stored range, or
-repeats an earlier row of the same batch. The rows kept for a source extend the state by one range
-per gap they fall in — an agent ships, per source, every line between its first and last offset
-in a batch, so the offsets between two shipped lines of one batch belong to that batch. Re-sends,
-overlapping re-sends and out-of-order batches (an agent failing over between archives) are all
-decided exactly, because ranges record only what this archive stored.
+State: for each source, sorted disjoint inclusive ranges ``[lo, hi]`` of offsets, with the time each
+range was last extended. A range means "every record of this source starting in [lo, hi] is
+stored", and only what is known to be true goes in (issue 20: an offset in the gap between two
+records of one batch was once taken as stored, and a record later sent at that offset was dropped):
 
-Bounded:
-* ranges of a source that were last extended more than `settle` seconds ago are merged with their
-  neighbours (the gaps between them are closed): by then nothing can still be in flight for those
-  offsets, so an idle source costs one range;
-* a source idle for longer than the retention window is forgotten (its records are gone too);
-  key-less NDJSON bodies (``ndjson-body:…`` sources) are forgotten after `body_window`;
-* so memory is about (active sources × recent batches) ranges, 24 bytes each.
+* a stored record with no declared span is the point ``[offset, offset]``;
+* an Arrow body may declare the byte spans it covers completely (``record.SPANS_METADATA_KEY``:
+  the agent's chunks, each every record of ``[start, end)`` of one file); such a span becomes the
+  range ``[start, end - 1]`` — truly contiguous, so one range per file for an agent that ships it in
+  order. A span is used only when the body holds at least one record of its source inside it.
 
-Persistence: :meth:`snapshot` returns an Arrow table (source_id, lo, hi, touched) that the
-pipeline writes atomically together with the WAL sequence it covers; entries after it are replayed
-through :meth:`apply` at start, which rebuilds exactly the same state.
+Points and spans that touch are merged. A batch is checked with numpy (`searchsorted` per source, no
+per-row Python): a row is a duplicate when its offset falls in a stored range, or repeats an earlier
+row of the same batch. Re-sends, overlapping re-sends and out-of-order batches (an agent failing over
+between archives) are all decided exactly.
+
+Bounded: a source idle for longer than the retention window is forgotten (its records are gone too);
+key-less NDJSON bodies (``ndjson-body:…`` sources, whose line numbers are contiguous) after
+`body_window`. Gaps are never closed by age any more: memory is one range per agent file, and one
+per record for clients that send keyed records without spans (24 bytes each).
+
+Durability: :meth:`staged` applies a batch and rolls it back if the block (the WAL append) raises,
+so the state never holds a key the WAL does not. Persistence: :meth:`snapshot` returns an Arrow table
+(source_id, lo, hi, touched) that the pipeline writes atomically together with the WAL sequence it
+covers; entries after it are replayed through :meth:`apply` at start (the WAL keeps each body with
+its spans), which rebuilds exactly the same state.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..record import SPANS_METADATA_KEY
 from .ingest import BODY_KEY_PREFIXES
 
 
@@ -54,8 +64,25 @@ class DedupIndex:
     def range_count(self) -> int:
         return sum(len(r.lo) for r in self._sources.values())
 
-    def apply(self, table: pa.Table, now: float) -> np.ndarray:
-        """Mark the new keys of `table` as stored; return the boolean mask of rows to keep."""
+    @contextmanager
+    def staged(self, table: pa.Table, now: float, spans: Spans | None = None) -> Iterator[np.ndarray]:
+        """:meth:`apply` for the block's duration: undone when the block raises (WAL append failed)."""
+        names = set(pc.unique(table["source_id"]).to_pylist()) if table.num_rows else set()
+        before = {name: self._sources.get(name) for name in names}
+        keep = self.apply(table, now, spans)
+        try:
+            yield keep
+        except BaseException:
+            for name, ranges in before.items():
+                if ranges is None:
+                    self._sources.pop(name, None)
+                else:
+                    self._sources[name] = ranges
+            raise
+
+    def apply(self, table: pa.Table, now: float, spans: Spans | None = None) -> np.ndarray:
+        """Mark the new keys of `table` (and its usable declared spans) as stored; return the mask
+        of rows to keep."""
         n = table.num_rows
         keep = np.ones(n, dtype=bool)
         if n == 0:
@@ -71,53 +98,35 @@ class DedupIndex:
         repeated = np.r_[False, same_source & (sorted_offsets[1:] == sorted_offsets[:-1])]
         bounds = np.flatnonzero(np.r_[True, ~same_source, True])
         keep_sorted = ~repeated
-        firsts = sorted_offsets[bounds[:-1]].tolist()
-        lasts = sorted_offsets[bounds[1:] - 1].tolist()
-        for group, (start, end) in enumerate(pairwise(bounds.tolist())):
+        for start, end in pairwise(bounds.tolist()):
             name = names[sorted_codes[start]]
+            offs = sorted_offsets[start:end]
             ranges = self._sources.get(name)
-            if ranges is None or ranges.hi[-1] < firsts[group]:
-                # The common case: the batch continues the source past everything stored.
-                self._sources[name] = _append(ranges, firsts[group], lasts[group], now)
-            else:
-                keep_sorted[start:end] &= self._apply_source(name, ranges, sorted_offsets[start:end], now)
+            if ranges is not None and len(ranges.lo) and ranges.hi[-1] >= offs[0]:
+                slot = np.searchsorted(ranges.lo, offs, side="right") - 1
+                keep_sorted[start:end] &= ~((slot >= 0) & (offs <= ranges.hi[np.maximum(slot, 0)]))
+            own = spans.get(name) if spans else None
+            if (own is not None and len(own) == 1 and own[0][0] <= offs[0] and offs[-1] < own[0][1]
+                    and (ranges is None or len(ranges.lo) == 0 or ranges.hi[-1] < own[0][0])):
+                # the common case: one agent chunk continuing its file past everything stored
+                self._sources[name] = _append(ranges, own[0][0], own[0][1] - 1, now)
+                continue
+            kept = offs[keep_sorted[start:end]]
+            declared = _usable_spans(own, offs)
+            if len(kept) or len(declared[0]):
+                self._sources[name] = _insert(ranges, kept, declared, now)
         keep[order] = keep_sorted
         return keep
 
-    def _apply_source(self, name: str, ranges: _Ranges, offs: np.ndarray, now: float) -> np.ndarray:
-        """Rows of one source (offsets sorted) that overlap stored ranges: exact interval test."""
-        repeated = np.r_[False, offs[1:] == offs[:-1]]
-        slot = np.searchsorted(ranges.lo, offs, side="right") - 1
-        stored = (slot >= 0) & (offs <= ranges.hi[np.maximum(slot, 0)])
-        keep = ~stored & ~repeated
-        if keep.any():
-            self._add(name, ranges, offs[keep], slot[keep], now)
-        return keep
-
-    def _add(self, name: str, ranges: _Ranges, new: np.ndarray, slot: np.ndarray, now: float) -> None:
-        """Insert one range per gap the kept offsets (sorted) fall in, merging ranges that touch."""
-        starts = np.flatnonzero(np.r_[True, slot[1:] != slot[:-1]])
-        ends = np.r_[starts[1:], len(new)] - 1
-        lo = np.concatenate([ranges.lo, new[starts]])
-        hi = np.concatenate([ranges.hi, new[ends]])
-        touched = np.concatenate([ranges.touched, np.full(len(starts), now)])
-        order = np.argsort(lo, kind="stable")
-        self._sources[name] = _merge(lo[order], hi[order], touched[order], np.zeros(len(lo), dtype=bool))
-
     # --- bounding --------------------------------------------------------------------------------
     def settle(self, now: float, settle_seconds: float, ttl_seconds: float, body_ttl_seconds: float) -> None:
-        """Close old gaps and forget idle sources (see the module docstring)."""
-        settled_before = now - settle_seconds
+        """Forget idle sources (see the module docstring). `settle_seconds` is no longer used: closing
+        gaps by age was what let a late record in a gap be taken as stored."""
         for name in list(self._sources):
             ranges = self._sources[name]
             ttl = body_ttl_seconds if name.startswith(BODY_KEY_PREFIXES) else ttl_seconds
             if len(ranges.lo) == 0 or ranges.touched.max() < now - ttl:
                 del self._sources[name]
-                continue
-            old = ranges.touched < settled_before
-            mergeable = np.r_[False, old[1:] & old[:-1]]
-            if mergeable.any():
-                self._sources[name] = _merge(ranges.lo, ranges.hi, ranges.touched, mergeable)
 
     # --- persistence -----------------------------------------------------------------------------
     def snapshot(self) -> pa.Table:
@@ -164,17 +173,74 @@ def _source_offset_order(codes: np.ndarray, offsets: np.ndarray, distinct: int) 
     return np.lexsort((offsets, codes))
 
 
-def _append(ranges: _Ranges | None, first: int, last: int, now: float) -> _Ranges:
-    """`ranges` plus [first, last] beyond its end (merged with the last range when adjacent)."""
+def _append(ranges: _Ranges | None, lo: int, hi: int, now: float) -> _Ranges:
+    """`ranges` plus [lo, hi] beyond its end (merged with the last range when adjacent)."""
     if ranges is None or len(ranges.lo) == 0:
-        return _Ranges(np.array([first], np.int64), np.array([last], np.int64), np.array([now]))
-    if ranges.hi[-1] + 1 >= first:
-        hi = ranges.hi.copy()
-        hi[-1] = last
-        touched = ranges.touched.copy()
-        touched[-1] = now
-        return _Ranges(ranges.lo, hi, touched)
-    return _Ranges(np.append(ranges.lo, first), np.append(ranges.hi, last), np.append(ranges.touched, now))
+        return _Ranges(np.array([lo], np.int64), np.array([hi], np.int64), np.array([now]))
+    if ranges.hi[-1] + 1 >= lo:
+        high, touched = ranges.hi.copy(), ranges.touched.copy()
+        high[-1], touched[-1] = hi, now
+        return _Ranges(ranges.lo, high, touched)
+    return _Ranges(np.append(ranges.lo, lo), np.append(ranges.hi, hi), np.append(ranges.touched, now))
+
+
+def _usable_spans(declared: list[tuple[int, int]] | None, offs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Declared [start, end) spans of one source as inclusive (lo, hi), kept only when the body holds
+    a record of that source inside them (offs sorted)."""
+    if not declared:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    lo = np.array([s for s, _ in declared], np.int64)
+    hi = np.array([e for _, e in declared], np.int64) - 1
+    first_inside = np.searchsorted(offs, lo, side="left")
+    has_row = (first_inside < len(offs)) & (offs[np.minimum(first_inside, len(offs) - 1)] <= hi)
+    ok = has_row & (hi >= lo)
+    return lo[ok], hi[ok]
+
+
+def _insert(ranges: _Ranges | None, points: np.ndarray, spans: tuple[np.ndarray, np.ndarray], now: float) -> _Ranges:
+    """`ranges` plus the stored points and declared spans, merged where they overlap or touch."""
+    if len(spans[0]) and len(points):  # points inside a declared span add nothing
+        order = np.argsort(spans[0])
+        span_lo, span_hi = spans[0][order], np.maximum.accumulate(spans[1][order])
+        slot = np.searchsorted(span_lo, points, side="right") - 1
+        points = points[(slot < 0) | (points > span_hi[np.maximum(slot, 0)])]
+    new_lo = np.concatenate([points, spans[0]])
+    new_hi = np.concatenate([points, spans[1]])
+    if ranges is None or len(ranges.lo) == 0:
+        order = np.argsort(new_lo, kind="stable")
+        return _merge(new_lo[order], new_hi[order], np.full(len(new_lo), now), np.zeros(len(new_lo), dtype=bool))
+    lo = np.concatenate([ranges.lo, new_lo])
+    hi = np.concatenate([ranges.hi, new_hi])
+    touched = np.concatenate([ranges.touched, np.full(len(new_lo), now)])
+    if len(new_lo) and new_lo.min() > ranges.hi[-1] and bool(np.all(new_lo[1:] >= new_lo[:-1])):
+        order = None  # the common case: the batch continues the source past everything stored
+    else:
+        order = np.argsort(lo, kind="stable")
+    if order is not None:
+        lo, hi, touched = lo[order], hi[order], touched[order]
+    return _merge(lo, hi, touched, np.zeros(len(lo), dtype=bool))
+
+
+Spans = dict[str, list[tuple[int, int]]]
+
+
+def pop_spans(table: pa.Table) -> tuple[pa.Table, Spans | None]:
+    """(the table without the spans metadata, source_id → declared [start, end) spans or None).
+    Malformed declarations are ignored: they only cost memory, never a record."""
+    meta = table.schema.metadata or {}
+    raw = meta.get(SPANS_METADATA_KEY)
+    if raw is None:
+        return table, None
+    rest = {k: v for k, v in meta.items() if k != SPANS_METADATA_KEY}
+    table = table.replace_schema_metadata(rest or None)
+    try:
+        spans: Spans = {}
+        for source_id, start, end in json.loads(raw):
+            if isinstance(source_id, str) and type(start) is int and type(end) is int and 0 <= start < end < 2**63:
+                spans.setdefault(source_id, []).append((start, end))
+        return table, spans
+    except (ValueError, TypeError):
+        return table, None
 
 
 def _merge(lo: np.ndarray, hi: np.ndarray, touched: np.ndarray, mergeable: np.ndarray) -> _Ranges:

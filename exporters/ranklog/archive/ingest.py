@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from ..conform import SchemaMismatch
 from ..conform import conform as conform_table
-from ..record import REQUIRED, normalize_row, records_table
+from ..record import REQUIRED, SPANS_METADATA_KEY, normalize_row, records_table
 from .ingest_values import pop_repaired, repair_arrow, repair_rows, with_repaired
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -120,9 +120,13 @@ def decode(body: bytes, content_type: int, encoding: int, received_ns: int, limi
     data = decompress(body, encoding, limit)
     if content_type == CONTENT_TYPES[ARROW_STREAM]:
         table = read_arrow_stream(data)
+        spans = (table.schema.metadata or {}).get(SPANS_METADATA_KEY)
         repaired = repair_arrow(table, received_ns)
         _, count = pop_repaired(repaired)
-        return with_repaired(conform(repaired), count)
+        out = with_repaired(conform(repaired), count)
+        if spans:  # carried to dedup (ranklog.archive.dedup.pop_spans)
+            out = out.replace_schema_metadata({**(out.schema.metadata or {}), SPANS_METADATA_KEY: spans})
+        return out
     return decode_ndjson(data, received_ns)
 
 

@@ -29,7 +29,7 @@ import pyarrow.ipc as ipc
 
 from . import journal
 from .archive_config import ArchiveConfig
-from .dedup import DedupIndex
+from .dedup import DedupIndex, pop_spans
 from .ingest_values import pop_repaired
 from .parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
 from .scheduling import lower_current_thread
@@ -97,7 +97,8 @@ class Pipeline:
                 continue
             table, _ = pop_repaired(decode(entry.body, entry.content_type, entry.encoding, entry.received_ns,
                                            self.config.max_decoded_size))
-            keep = self.dedup.apply(table, entry.received_ns / 1e9)
+            table, spans = pop_spans(table)
+            keep = self.dedup.apply(table, entry.received_ns / 1e9, spans)
             if entry.seq > self.flushed_seq:
                 self._add_pending(entry.seq, table.filter(keep) if not keep.all() else table, len(entry.body))
                 replayed += int(keep.sum())
@@ -119,13 +120,16 @@ class Pipeline:
             raise WalFailure(self.failure)
         received_ns = time.time_ns()
         table, repaired = pop_repaired(decode(body, content_type, encoding, received_ns, self.config.max_decoded_size))
+        table, spans = pop_spans(table)
         try:
             with self._lock:
-                keep = self.dedup.apply(table, received_ns / 1e9)
-                accepted = int(keep.sum())
-                if accepted:
-                    seq = self.wal.append(body, content_type, encoding, received_ns)
-                    self._add_pending(seq, table if accepted == table.num_rows else table.filter(keep), len(body))
+                # dedup changes only together with the WAL append: staged() undoes it if the append
+                # raises, so neither the state nor a snapshot ever holds a key the WAL does not
+                with self.dedup.staged(table, received_ns / 1e9, spans) as keep:
+                    accepted = int(keep.sum())
+                    if accepted:
+                        seq = self.wal.append(body, content_type, encoding, received_ns)
+                        self._add_pending(seq, table if accepted == table.num_rows else table.filter(keep), len(body))
                 target = self.wal.last_seq
             self.wal.sync_to(target)
         except WalFailure as exc:
