@@ -200,6 +200,9 @@ class FileTracker:
             if tf.key is not None:
                 chunks.append(self._loss_record(tf, kept, lost, "truncated"))
         if fresh is not None:
+            # what the file holds now belongs to the new generation: seen, so a loss of it is counted
+            # even if the next truncation comes before the next poll (polls run late on a busy node)
+            fresh.note_size(os.fstat(fresh.fd).st_size, time.time())
             self._add(fresh)
             self._identify(fresh)
         self.dirty = True

@@ -5,9 +5,10 @@ What is checked (over the selected records, e.g. ``--since 1h`` from a systemd t
 - **seq gaps**: the ranklog logger numbers each process's records 1, 2, 3… (and advances ``seq`` past
   records it had to drop). Records are grouped by process — host, pid, job, rank and the logger's
   file family (the path without its ``.NNNN.jsonl`` part number: a process's parts continue one
-  sequence) — and walked in write order (file, generation, byte offset: a file truncated in place
-  by copytruncate starts a new generation, a new source_id, at offset 0 again). A jump
-  ``seq → seq+k`` means ``k-1`` records are missing. A *drop* back to a lower ``seq`` is a new process that reused the pid (the
+  sequence; a logrotate suffix ``.1``, ``.2`` … is the same file renamed) — and walked in write
+  order: by file generation (a source_id, ordered by its first record: parts, renamed files and the
+  generations copytruncate starts at offset 0 again), then byte offset. A jump ``seq → seq+k``
+  means ``k-1`` records are missing. A *drop* back to a lower ``seq`` is a new process that reused the pid (the
   logger restarts at 1) and is counted as a restart, not a gap. The first record of the selection
   is not checked against anything before it (retention, the time window).
 - **offset coverage**: a record's end is not stored, so byte-exact coverage cannot be proven from the
@@ -40,19 +41,21 @@ from .filters import QuerySpec
 
 COLUMNS = ["ts", "host", "pid", "job", "rank", "source", "source_id", "offset", "seq"]
 PART_SUFFIX = r"\.\d{4,}\.(jsonl|log)$"
+ROTATED_SUFFIX = r"\.\d{1,3}$"  # logrotate's app.log.1, .2 …: the same file, renamed
+FAMILY = f"regexp_replace(regexp_replace(source, '{ROTATED_SUFFIX}', ''), '{PART_SUFFIX}', '')"
 MAX_LISTED = 1000
 
 _LOAD = "CREATE TABLE r AS SELECT * FROM records"
 _GAPS = f"""
 WITH s AS (
   SELECT host, pid, job, rank, source, source_id, "offset", seq, epoch_ns(ts) AS ts_ns,
-         regexp_replace(source, '{PART_SUFFIX}', '') AS family,
+         {FAMILY} AS family,
          min(epoch_ns(ts)) OVER (PARTITION BY source_id) AS generation_ts
   FROM r WHERE seq IS NOT NULL),
 w AS (
   SELECT *, lag(seq) OVER p AS prev_seq, lag(ts_ns) OVER p AS prev_ts_ns
   FROM s WINDOW p AS (PARTITION BY host, pid, job, rank, family
-                      ORDER BY source, generation_ts, source_id, "offset"))
+                      ORDER BY generation_ts, source_id, "offset"))
 SELECT host, pid, job, rank, family, prev_seq, seq, seq - prev_seq - 1 AS missing, prev_ts_ns, ts_ns,
        seq <= prev_seq AS restart
 FROM w WHERE prev_seq IS NOT NULL AND seq <> prev_seq + 1
@@ -60,7 +63,7 @@ ORDER BY ts_ns, host, pid
 """
 _SUMMARY = f"""
 SELECT count(*) AS records,
-       count(DISTINCT (host, pid, job, rank, regexp_replace(source, '{PART_SUFFIX}', '')))
+       count(DISTINCT (host, pid, job, rank, {FAMILY}))
            FILTER (WHERE seq IS NOT NULL) AS processes,
        count(DISTINCT source_id) AS sources
 FROM r
