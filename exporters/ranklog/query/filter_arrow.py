@@ -119,7 +119,7 @@ def matcher_expression(name: str, op: str, value: str) -> ds.Expression:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    literals = _literal_alternatives(value) if op in ("=~", "!~") else None
+    literals = literal_alternatives(value) if op in ("=~", "!~") else None
     if literals is not None:  # level=~"ERROR|CRITICAL": a set lookup Parquet statistics can prune with
         matched = _or([matcher_expression(name, "=", literal) for literal in literals])
         return matched if op == "=~" else pc.invert(pc.coalesce(matched, pa.scalar(False)))
@@ -141,7 +141,7 @@ def matcher_expression(name: str, op: str, value: str) -> ds.Expression:
     return pc.invert(pc.coalesce(equal, pa.scalar(False))) if value != "" else pc.invert(equal)
 
 
-def _literal_alternatives(pattern: str) -> list[str] | None:
+def literal_alternatives(pattern: str) -> list[str] | None:
     """``a|b|c`` (optionally in one group) as its literal alternatives, or None when it is a real regex."""
     inner = pattern[1:-1] if pattern.startswith("(") and pattern.endswith(")") and pattern.count("(") == 1 else pattern
     parts = inner.split("|")
