@@ -12,8 +12,9 @@ refusals are ``{"error": "<one line>"}`` and are counted in
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -47,6 +48,7 @@ class ArchiveState:
     disk: DiskProbe
     ready: bool = False
     inflight: int = 0
+    inflight_by_token: dict[str, int] = field(default_factory=dict)  # keyed by a hash, never the token
 
 
 def error(status: int, message: str, retry_after: float | None = None, **headers: str) -> JSONResponse:
@@ -58,6 +60,11 @@ def error(status: int, message: str, retry_after: float | None = None, **headers
 def _reject(state: ArchiveState, reason: str, status: int, message: str, **kwargs) -> JSONResponse:
     state.metrics.archive_rejected_requests.labels(reason=reason).inc()
     return error(status, message, **kwargs)
+
+
+def token_key(authorization: str | None) -> str:
+    """Who is asking, for per-client limits: a short hash of the credential (never the token itself)."""
+    return hashlib.sha256((authorization or "").encode()).hexdigest()[:16]
 
 
 def authorize(request: Request) -> JSONResponse | None:
@@ -101,20 +108,29 @@ async def _ingest(request: Request, endpoint: str) -> Response:
                        f"({config.max_body_size})")
     if state.inflight >= config.max_inflight_requests:
         return _reject(state, "overloaded", 429, "too many concurrent ingest requests", retry_after=1)
+    client = token_key(request.headers.get("authorization"))
+    if state.inflight_by_token.get(client, 0) >= config.max_inflight_per_token:
+        return _reject(state, "overloaded_token", 429, "too many concurrent ingest requests with this token",
+                       retry_after=1)
     if state.pipeline.pending_bytes() > config.max_pending_bytes:
         return _reject(state, "flush_backlog", 503, "Parquet writing is behind; retry shortly", retry_after=2)
     free = state.disk.free_bytes()
     if free is not None and free < config.disk_reserve:
         return _reject(state, "disk_full", 507, f"free disk {free} bytes is below the reserve {config.disk_reserve}")
     state.inflight += 1
+    state.inflight_by_token[client] = state.inflight_by_token.get(client, 0) + 1
     try:
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > config.max_body_size:
-                return _reject(state, "too_large", 413, f"body exceeds max_body_size ({config.max_body_size})")
-            chunks.append(chunk)
+        with anyio.move_on_after(config.body_timeout) as deadline:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > config.max_body_size:
+                    return _reject(state, "too_large", 413, f"body exceeds max_body_size ({config.max_body_size})")
+                chunks.append(chunk)
+        if deadline.cancelled_caught:  # a slow (or stalled) upload: its slot goes back now
+            return _reject(state, "body_timeout", 408, f"request body not received within {config.body_timeout:g}s",
+                           Connection="close")
         body = stored_body(content_type, request.headers, b"".join(chunks))
         try:
             result = await anyio.to_thread.run_sync(state.pipeline.ingest, body, content_type, encoding)
@@ -124,6 +140,9 @@ async def _ingest(request: Request, endpoint: str) -> Response:
             return _reject(state, "wal_failure", 503, str(exc), retry_after=30)
     finally:
         state.inflight -= 1
+        state.inflight_by_token[client] -= 1
+        if not state.inflight_by_token[client]:
+            del state.inflight_by_token[client]
     state.metrics.archive_ingested_records.inc(result.accepted)
     state.metrics.archive_duplicate_records.inc(result.duplicates)
     state.metrics.archive_repaired_records.inc(result.repaired)

@@ -111,11 +111,15 @@ class ArchiveConfig:
     background_nice: int = field(default=10, metadata={
         "help": "nice value added to the flush and compaction threads so ingest gets the CPU first (0: off)"})
     max_inflight_requests: int = field(default=64, metadata={"help": "429 beyond this many concurrent ingests"})
+    max_inflight_per_token: int = field(default=16, metadata={
+        "help": "429 beyond this many concurrent ingests by one token, so one client cannot starve the others"})
+    body_timeout: float = field(default=30.0, metadata={
+        "unit": "duration", "help": "408 and the connection closed when a request body takes longer to arrive"})
     wal_segment_size: int = field(default=128 * 1024**2, metadata={"unit": "size", "help": "WAL segment rotation size"})
     snapshot_interval: float = field(default=30.0, metadata={
         "unit": "duration", "help": "dedup snapshot period (bounds WAL replay at start)"})
     dedup_settle: float = field(default=3600.0, metadata={
-        "unit": "duration", "help": "gaps between a source's offset ranges older than this are closed"})
+        "unit": "duration", "help": "unused since dedup is exact (gaps are never closed); accepted for old configs"})
     dedup_body_window: float = field(default=86400.0, metadata={
         "unit": "duration", "help": "how long re-sent key-less NDJSON bodies are recognised"})
     compaction_target_size: int = field(default=128 * 1000**2, metadata={"unit": "size", "help": "compacted file size"})

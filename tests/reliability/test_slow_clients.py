@@ -1,0 +1,114 @@
+"""Bounded clients (issue 20): one token's slow uploaders cannot starve another token's ingest.
+
+70 uploads on token A send their headers, then trickle the body (100 bytes every 0.3 s) — the
+slowloris that once filled every ingest slot. Meanwhile token B posts a small NDJSON batch every
+0.2 s. Per-token in-flight limits answer A's surplus 429 at once; the body timeout answers the
+admitted ones 408 and closes their connections; B keeps getting 200 within 2 s.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.helpers.archive_proc import NDJSON, running_archive
+from tests.reliability.report import Row
+
+pytestmark = pytest.mark.slow
+SLOW, SECONDS = 70, 8.0
+
+
+def _slow_upload(port: int, token: str, outcomes: list[str], stop: threading.Event) -> None:
+    """Headers at once, then a trickle; records the status line the archive answered (or how it ended)."""
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    except OSError as exc:
+        outcomes.append(f"connect failed: {exc}")
+        return
+    with sock:
+        sock.sendall((f"POST /v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+                      f"Content-Type: {NDJSON}\r\nContent-Length: 10000000\r\n\r\n").encode())
+        sock.setblocking(False)
+        answer = b""
+        while not stop.is_set():
+            try:
+                sock.send(b"x" * 100)
+            except BlockingIOError:
+                pass
+            except OSError:
+                break
+            try:
+                data = sock.recv(4096)
+                if not data:
+                    break
+                answer += data
+                if b"\r\n" in answer:
+                    break
+            except BlockingIOError:
+                pass
+            except OSError:
+                break
+            time.sleep(0.3)
+        outcomes.append(answer.split(b"\r\n", 1)[0].decode(errors="replace") or "no answer")
+
+
+def test_slow_uploaders_on_one_token_do_not_starve_another(tmp_path, record_row):
+    slow_token, steady_token = secrets.token_hex(16), secrets.token_hex(16)
+    token_file = tmp_path / "tokens"
+    token_file.write_text(f"{steady_token}\n{slow_token}\n")
+    outcomes: list[str] = []
+    latencies: list[tuple[int, float]] = []
+    stop = threading.Event()
+    with running_archive(tmp_path / "archive", token_file,
+                         extra_args=("--body-timeout", "4s", "--max-inflight-per-token", "16")) as archive:
+        threads = [threading.Thread(target=_slow_upload, args=(archive.port, slow_token, outcomes, stop), daemon=True)
+                   for _ in range(SLOW)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)  # the trickle is under way
+        headers = {"Authorization": f"Bearer {steady_token}", "Content-Type": NDJSON}
+        with httpx.Client(timeout=10) as client:
+            deadline, n = time.monotonic() + SECONDS, 0
+            while time.monotonic() < deadline:
+                body = "\n".join(json.dumps({"msg": f"steady {n}.{i}", "source_id": "steady", "offset": n * 10 + i})
+                                 for i in range(10)).encode()
+                started = time.monotonic()
+                status = client.post(f"{archive.url}/v1/ingest", content=body, headers=headers).status_code
+                latencies.append((status, time.monotonic() - started))
+                n += 1
+                time.sleep(0.2)
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+        rejected = archive_metrics(archive.url)
+    statuses = {}
+    for line in outcomes:
+        code = line.split(" ")[1] if line.startswith("HTTP/") else line
+        statuses[code] = statuses.get(code, 0) + 1
+    worst = max(seconds for _, seconds in latencies)
+    ok = sum(1 for status, seconds in latencies if status == 200 and seconds < 2.0)
+    record_row(Row(
+        "slow uploaders", f"{SLOW} uploads on one token send headers then trickle 100 B every 0.3 s; meanwhile another "
+        f"token posts 10 records every 0.2 s for {SECONDS:.0f} s (per-token limit 16, body timeout 4 s)",
+        "every steady request answered 200 within 2 s; the slow ones get 429 at once or 408 with the connection closed",
+        written=len(latencies) * 10, archived=ok * 10, lost=(len(latencies) - ok) * 10,
+        notes=f"steady: {ok}/{len(latencies)} × 200 < 2 s, worst {worst:.2f} s; slow uploads answered {statuses}; "
+              f"archive rejected {rejected}"))
+    assert ok == len(latencies) and len(latencies) >= 20
+    assert set(statuses) <= {"429", "408"} and statuses.get("408", 0) >= 1 and statuses.get("429", 0) >= 1
+
+
+def archive_metrics(url: str) -> dict[str, float]:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("ranklog_archive_rejected_requests_total{"):
+            reason = line.split('reason="', 1)[1].split('"', 1)[0]
+            out[reason] = float(line.rsplit(" ", 1)[1])
+    return out
