@@ -2,7 +2,11 @@
 
 Layout: ``<root>/date=YYYY-MM-DD/hour=HH/<archive-id>-<seq>.parquet``, the hour being the UTC hour of
 `ts`. Derived indexes (built by query, dropped by archive retention when a day changes) live under
-``<root>/<INDEX_ROOT>/<kind>/date=YYYY-MM-DD.parquet``. Compaction gives the rows of
+``<root>/<INDEX_ROOT>/<kind>/date=YYYY-MM-DD<INDEX_SUFFIX>``: Parquet inside, but no name that ends in
+``.parquet``, because DuckDB's globs (``<root>/**/*.parquet``, ``*/*/*.parquet``) skip neither ``_``
+nor ``.`` directories (checked with DuckDB 2.0) and one index file among the data makes
+``read_parquet(…, hive_partitioning=true)`` fail ("Hive partition mismatch"); the ``_`` directory
+keeps them out of pyarrow datasets, Spark and Trino, which skip ``_``/``.`` names. Compaction gives the rows of
 :data:`SEVERE_LEVELS` row groups of their own and marks its files with :data:`COMPACTED_KEY` in the
 Parquet footer (the text skip index's key is :data:`ranklog.text_index.METADATA_KEY`).
 
@@ -26,6 +30,9 @@ _PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
 
 # Where query keeps its per-day derived indexes, relative to the archive root.
 INDEX_ROOT = "_ranklog_index"
+INDEX_SUFFIX = ".rlindex"
+# What indexes were called before (they matched `**/*.parquet`): never read, deleted by the archive.
+LEGACY_INDEX_SUFFIX = ".parquet"
 # Per-hour ownership record of compaction/retention, in the hour's directory (archive.leases). Its
 # `commits` name replacements: once a commit's `output` file exists, its `inputs` are superseded.
 LEASE_NAME = "_ranklog_lease.json"
@@ -58,12 +65,7 @@ def hour_start_ns(date: str, hour: int) -> int:
 
 def index_path(root: str, kind: str, date: str) -> str:
     """Where the derived index of `kind` for `date` (YYYY-MM-DD) lives under a local archive root."""
-    return os.path.join(root, INDEX_ROOT, kind, f"date={date}.parquet")
-
-
-def index_glob(root: str, day_dir: str) -> str:
-    """A glob of every derived index of one day (`day_dir` is the partition's `date=YYYY-MM-DD`)."""
-    return os.path.join(root, INDEX_ROOT, "*", f"{day_dir}.parquet")
+    return os.path.join(root, INDEX_ROOT, kind, f"date={date}{INDEX_SUFFIX}")
 
 
 def superseded(lease: dict, present: set[str]) -> set[str]:

@@ -19,6 +19,7 @@ hold the literal. Files without the key (flush files) are searched in full.
 
 from __future__ import annotations
 
+import base64
 import functools
 import struct
 from collections.abc import Iterable, Sequence
@@ -97,14 +98,32 @@ def build(table: pa.Table) -> bytes:
     return bytes([bits_log2]) + np.packbits(bitmap, bitorder="little").tobytes()
 
 
+# Parquet key-value metadata is UTF-8 text by the format's spec (Polars refuses a footer that is
+# not: "File out of specification: invalid utf8"), so the bitmaps are stored in base85 after this mark.
+ENCODING_MARK = b"b85:"
+
+
 def encode(bitmaps: Sequence[bytes]) -> bytes:
-    return struct.pack("<I", len(bitmaps)) + b"".join(bitmaps)
+    return ENCODING_MARK + base64.b85encode(struct.pack("<I", len(bitmaps)) + b"".join(bitmaps))
+
+
+def is_current(metadata: dict[bytes, bytes] | None) -> bool:
+    """False for a footer whose index an older ranklog stored as raw bytes (not UTF-8)."""
+    blob = (metadata or {}).get(METADATA_KEY)
+    return blob is None or blob.startswith(ENCODING_MARK)
 
 
 def decode(metadata: dict[bytes, bytes] | None) -> list[bytes] | None:
     """The per-row-group bitmaps of a file's key-value metadata, or None when it has no index."""
     blob = (metadata or {}).get(METADATA_KEY)
     if blob is None:
+        return None
+    if blob.startswith(ENCODING_MARK):
+        try:
+            blob = base64.b85decode(blob[len(ENCODING_MARK):])
+        except ValueError:
+            return None
+    if len(blob) < 4:
         return None
     (count,), position, bitmaps = struct.unpack_from("<I", blob), 4, []
     for _ in range(count):

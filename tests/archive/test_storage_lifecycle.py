@@ -306,7 +306,7 @@ def test_retention_tiers_with_an_injected_clock(start_archive, tmp_path):
     # A search builds the query indexes, which copy records (the severe index, ERROR rows)...
     source = open_source(archive=str(archive.root))
     assert engine.count(source, QuerySpec(contains="row", levels=("ERROR",))) == 2
-    indexes = list(archive.root.glob("_ranklog_index/*/date=*.parquet"))
+    indexes = list(archive.root.glob("_ranklog_index/*/date=*.rlindex"))
     assert {path.parent.name for path in indexes} == {"severe"} and len(indexes) >= 2
     # 60 days later only the 5-day-old ERROR is young enough (65 d < 90 d).
     clock.write_text(str(now + 60 * DAY))

@@ -53,8 +53,8 @@ def test_indexed_searches_answer_like_the_reference(corpus, tmp_path, name):
     source = open_source(archive=str(tmp_path))
     _answers(source, corpus, SPECS[name])
     assert (len(expected_keys(corpus, SPECS[name])) > 0) == (name != "absent")
-    assert sorted(os.listdir(tmp_path / "_ranklog_index" / "severe")) == ["date=2025-12-01.parquet",
-                                                                          "date=2025-12-02.parquet"]
+    assert sorted(os.listdir(tmp_path / "_ranklog_index" / "severe")) == ["date=2025-12-01.rlindex",
+                                                                          "date=2025-12-02.rlindex"]
 
 
 def test_a_failure_search_opens_no_data_file(corpus, tmp_path):
@@ -66,7 +66,7 @@ def test_a_failure_search_opens_no_data_file(corpus, tmp_path):
     assert all(groups == [] for plan in plans.values() for groups in plan.row_groups.values())
     assert sum(len(plan.covered) for plan in plans.values()) == len(source.list_files()) == 48
     # The day's ERROR/CRITICAL rows sit in the index file, ordered by message template.
-    index = pq.read_table(tmp_path / "_ranklog_index" / "severe" / "date=2025-12-01.parquet")
+    index = pq.read_table(tmp_path / "_ranklog_index" / "severe" / "date=2025-12-01.rlindex")
     first_day = corpus.filter(pa.array(ts_ns(corpus["ts"]) < PAST_NS + 24 * HOUR))
     severe = pc.is_in(first_day["level"], pa.array(["ERROR", "CRITICAL"]))
     assert index.num_rows == pc.sum(severe).as_py() > 0
@@ -117,8 +117,8 @@ def test_a_damaged_index_is_rebuilt(corpus, tmp_path):
     write_archive(corpus, tmp_path)
     source = open_source(archive=str(tmp_path))
     _answers(source, corpus, WATCHDOG)
-    for path in (tmp_path / "_ranklog_index" / "severe").glob("*.parquet"):
+    for path in (tmp_path / "_ranklog_index" / "severe").glob("*.rlindex"):
         path.write_bytes(b"not parquet")
     _answers(source, corpus, WATCHDOG)
-    for path in (tmp_path / "_ranklog_index" / "severe").glob("*.parquet"):
+    for path in (tmp_path / "_ranklog_index" / "severe").glob("*.rlindex"):
         assert pq.read_table(path).num_rows > 0

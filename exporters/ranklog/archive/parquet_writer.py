@@ -174,11 +174,12 @@ def write_parquet(storage: Storage, table: pa.Table, path: str, zstd_level: int 
 def is_compacted(storage: Storage, path: str) -> bool:
     """Whether `path` is a compaction output of the current format (reads only the footer).
 
-    A file of an older archive that stored `ts` in nanoseconds counts as not compacted, so the next
-    compaction of its (closed) hour rewrites it with `ts` in microseconds: that is the migration."""
+    A file of an older archive that stored `ts` in nanoseconds, or its text index as raw bytes (a
+    footer Polars refuses), counts as not compacted, so the next compaction of its (closed) hour
+    rewrites it in the current format: that is the migration."""
     with storage.fs.open_input_file(path) as source:
         parquet = pq.ParquetFile(source)
         metadata = parquet.metadata.metadata or {}
         names = parquet.schema_arrow.names
         current = "ts" in names and parquet.schema_arrow.field("ts").type.unit == TS_UNIT
-    return metadata.get(COMPACTED_KEY) == b"1" and current
+    return metadata.get(COMPACTED_KEY) == b"1" and current and text_index.is_current(metadata)

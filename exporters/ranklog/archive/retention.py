@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..archive_layout import INDEX_ROOT, partition_dir
+from ..archive_layout import INDEX_ROOT, INDEX_SUFFIX, LEGACY_INDEX_SUFFIX, partition_dir
 from ..record import LEVELS, ts_ns
 from .archive_config import RetentionConfig
 from .compaction import read_file
@@ -122,17 +122,18 @@ def _day(stored: StoredFile) -> str:
     return partition_dir(int(stored.hour_start // 3600)).split("/")[0]
 
 
-def _drop_day_indexes(storage: Storage, days: set[str]) -> None:
-    """Delete every query index file of `days` (`<root>/_ranklog_index/<kind>/date=….parquet`)."""
-    if not days:
-        return
+def _drop_day_indexes(storage: Storage, days: set[str] | None) -> None:
+    """Delete the query index files of `days` (`<root>/_ranklog_index/<kind>/date=…`), and every
+    index an older ranklog named `….parquet` (they broke DuckDB's `**/*.parquet`; `days` None: only those)."""
     import pyarrow.fs as pafs
 
     selector = pafs.FileSelector(f"{storage.base}/{INDEX_ROOT}", recursive=True, allow_not_found=True)
-    names = {f"{day}.parquet" for day in days}
+    names = {f"{day}{INDEX_SUFFIX}" for day in days or ()}
     for info in storage.fs.get_file_info(selector):
-        if info.type == pafs.FileType.File and info.base_name in names:
+        if info.type == pafs.FileType.File and (info.base_name in names or info.base_name.endswith(LEGACY_INDEX_SUFFIX)):
             storage.delete(info.path)
+            if info.base_name.endswith(LEGACY_INDEX_SUFFIX):
+                log.info("deleted %s: a query index of an older ranklog (indexes no longer end in .parquet)", info.path)
 
 
 def _count(metrics, levels: set) -> None:

@@ -1,4 +1,4 @@
-"""Per-day derived indexes of the archive, kept under ``<root>/_ranklog_index/<kind>/date=YYYY-MM-DD.parquet``.
+"""Per-day derived indexes of the archive, kept under ``<root>/_ranklog_index/<kind>/date=YYYY-MM-DD.rlindex``.
 
 Shared by the trace index (:mod:`.trace_index`) and the severe-rows index (:mod:`.severe_index`): one
 Parquet file per day, built from that day's data files and never trusted beyond them. Each index file
@@ -7,8 +7,11 @@ and drops what it says about files that vanished, so an index is never stale, on
 day's index is rebuilt when enough of it is uncovered (so the live day is re-indexed every few
 flushes, not on every query).
 
-The ``_`` prefix keeps indexes invisible to pyarrow.dataset, DuckDB globs of ``date=*`` and the
-archive's own listing. An index is written where the archive is: under a local root this process
+The ``_`` directory keeps indexes out of pyarrow datasets, Spark, Trino and the archive's own
+listing; the ``.rlindex`` suffix keeps them out of every ``*.parquet`` glob (DuckDB's ``**`` descends
+into ``_`` and ``.`` directories, see :mod:`ranklog.archive_layout`). An index an older ranklog
+wrote as ``date=….parquet`` is never read, and deleted when the day's new index is written (and by
+the archive's retention pass). An index is written where the archive is: under a local root this process
 may write (temp file + atomic rename), or as one object under an ``s3://`` root (a PUT appears whole);
 where that is impossible (read-only directory, credentials that may not write) it is built in memory
 and kept for the life of the process.
@@ -22,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..archive_layout import DAY_NS, index_path
+from ..archive_layout import DAY_NS, INDEX_SUFFIX, LEGACY_INDEX_SUFFIX, index_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -96,6 +99,9 @@ class DayIndex:
         if source.local_root is None:  # an object appears whole once its upload completes: no temp name
             try:
                 pq.write_table(table, path, filesystem=source.filesystem, **options)
+                source.filesystem.delete_file(_legacy(path))
+            except FileNotFoundError:
+                pass
             except OSError:
                 self._unwritable.add(source.label)
             return
@@ -104,6 +110,8 @@ class DayIndex:
         try:
             pq.write_table(table, temp, **options)
             os.replace(temp, path)
+            if os.path.exists(_legacy(path)):
+                os.unlink(_legacy(path))
         except OSError:
             if os.path.exists(temp):
                 os.unlink(temp)
@@ -141,3 +149,8 @@ class DayIndex:
             with self._lock:
                 self._memory[key] = (manifest, table)
         return manifest, None, table
+
+
+def _legacy(path: str) -> str:
+    """The name an older ranklog gave the same index (it matched `<root>/**/*.parquet`)."""
+    return path.removesuffix(INDEX_SUFFIX) + LEGACY_INDEX_SUFFIX

@@ -9,7 +9,7 @@ slower than ``grep`` over the raw JSONL (0.96 s). Those fixed costs per file, no
 bill. Here the same rows sit in one file per day, sorted by message template (so the rows of one
 failure cluster into a few row groups), with a text index per row group of their own.
 
-Layout: ``<root>/_ranklog_index/severe/date=YYYY-MM-DD.parquet`` (storage, coverage and refresh are
+Layout: ``<root>/_ranklog_index/severe/date=YYYY-MM-DD.rlindex`` (storage, coverage and refresh are
 :mod:`.day_index`'s). It holds every column of the pure ERROR/CRITICAL row groups of the day's
 compacted files plus ``__file`` (the data file each row came from), ordered by message template.
 Its footer carries, per data file, the text-index bitmaps of that file's *other* row groups, so a

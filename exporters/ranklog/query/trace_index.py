@@ -2,7 +2,7 @@
 files instead of scanning 30 days of ``trace_id`` columns.
 
 Trace ids are random, so Parquet min/max statistics on the data files cannot prune them. The index
-is one Parquet file per day, ``<root>/_ranklog_index/trace/date=YYYY-MM-DD.parquet``, holding the
+is one Parquet file per day, ``<root>/_ranklog_index/trace/date=YYYY-MM-DD.rlindex``, holding the
 distinct ``(trace_id, file)`` pairs of that day sorted by ``trace_id`` in small row groups: a lookup
 reads the footers of the selected days and the one row group per day whose min/max covers the id.
 Storage, coverage and refresh are :mod:`.day_index`'s: files the index does not cover are read
