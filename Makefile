@@ -7,9 +7,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Debian packages: real peers and services the tests run (Prometheus, Alertmanager, rsyslog, dockerd,
-# debootstrap for the containerized nodes, Chromium for the HTML report check).
+# debootstrap for the containerized nodes, Chromium for the HTML report check, OpenJDK for Spark).
 APT_PACKAGES ?= python3-venv python3-dev gcc git curl ca-certificates iproute2 procps \
-	docker.io debootstrap prometheus prometheus-alertmanager rsyslog chromium faketime util-linux
+	docker.io debootstrap prometheus prometheus-alertmanager rsyslog chromium faketime util-linux \
+	openjdk-17-jre-headless victoria-metrics
 VENV_STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 

@@ -117,3 +117,36 @@ def test_pyarrow_dataset_with_hive_partitioning(written):
     table = dataset.to_table()
     assert table.num_rows == corpus.num_rows and table.schema.field("ts").type == pa.timestamp("us", tz="UTC")
     assert sorted((ts_ns(table["ts"]) // 1000).tolist()) == _expected_ts(corpus)
+
+
+# Spark SQL DDL documented in the README ("Reading the archive elsewhere"); run here as written.
+SPARK_DDL = ("CREATE TABLE ranklog_logs USING parquet LOCATION '{root}'",
+             "MSCK REPAIR TABLE ranklog_logs")  # registers the date=/hour= partitions (again as new hours appear)
+
+
+@pytest.mark.slow
+def test_spark_reads_the_archive_and_its_table_ddl(written, tmp_path):
+    """pyspark in local mode on Debian's OpenJDK: Spark >= 3.2 refuses Parquet TIMESTAMP(NANOS)
+    (SPARK-40819), so this is what proves `ts` is stored in a unit it reads."""
+    from pyspark.sql import SparkSession
+
+    root, corpus = written
+    spark = (SparkSession.builder.master("local[1]").appName("ranklog-readers")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.warehouse.dir", str(tmp_path / "warehouse"))
+             .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={tmp_path}")
+             .getOrCreate())
+    try:
+        frame = spark.read.parquet(str(root))
+        assert frame.count() == corpus.num_rows
+        types = dict(frame.dtypes)
+        assert types["ts"] == "timestamp" and types["date"] == "date" and types["hour"] == "int"
+        micros = sorted(row[0] for row in frame.selectExpr("unix_micros(ts)").collect())
+        assert micros == _expected_ts(corpus)
+        for statement in SPARK_DDL:
+            spark.sql(statement.format(root=root))
+        (count, hours), = spark.sql("SELECT count(*), count(DISTINCT date, hour) FROM ranklog_logs").collect()
+        assert count == corpus.num_rows and hours == len(list(root.glob("date=*/hour=*")))
+    finally:
+        spark.stop()
