@@ -106,6 +106,10 @@ class Cluster:
                    input_text=(self.key.with_suffix(".pub")).read_text())
         for node in self.nodes.values():
             self.wait_for_boot(node)
+            # On a host, systemd makes / shared, so a mount made later (a user's FUSE, an NFS automount)
+            # also appears inside services' private namespaces (ProtectSystem=…). Docker leaves the
+            # container's root a slave only; make it shared like a host's before any unit starts.
+            docker("exec", node.container_id, "mount", "--make-rshared", "/")
 
     def wait_for_boot(self, node: Node, timeout: float = 120.0) -> None:
         """Until systemd finished booting and sshd accepts our key."""
