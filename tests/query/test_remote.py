@@ -107,7 +107,7 @@ def test_running_archive_serves_what_it_ingested(parsed, archive_root, tmp_path,
 
 @pytest.mark.parametrize("body", [
     {"spec": {"start_ns": "yesterday"}}, {"spec": {"levels": 5}}, {"spec": {"ranks": [True]}},
-    {"spec": {"start_ns": 10**30}}, {"spec": {"attrs": ["="]}}, {"spec": {"hosts": ["[z-a]"]}},
+    {"spec": {"start_ns": 10**30}}, {"spec": {"attrs": ["="]}}, {"spec": {"hosts": [5]}},
     {"spec": {"order": ["attrs"]}}, {"spec": []}, {"columns": [1, 2]}, {"columns": "ts"}, {"format": "xml"},
 ])
 def test_malformed_remote_queries_are_400(server, body):
