@@ -122,6 +122,16 @@ def arrow_schema() -> pa.Schema:
     return pa.schema([pa.field(name, types[name], nullable=name not in REQUIRED) for name in FIELDS])
 
 
+def attrs_object(attrs: str | None) -> dict[str, Any]:
+    """A row's attrs JSON text as a dict; text that is not a JSON object is kept under ``attrs``,
+    so a note can be added to any row without losing what it carried."""
+    try:
+        own = json.loads(attrs) if attrs else {}
+    except ValueError:
+        own = {"attrs": attrs}
+    return own if isinstance(own, dict) else {"attrs": own}
+
+
 def split_known(obj: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split a JSON object into known record fields and the rest (which belongs in `attrs`)."""
     known = {k: v for k, v in obj.items() if k in _FIELD_SET}

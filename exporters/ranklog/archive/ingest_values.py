@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..record import FIELDS, REQUIRED, arrow_schema, parse_ts, ts_array
+from ..record import FIELDS, REQUIRED, arrow_schema, attrs_object, parse_ts, ts_array
 
 PARSE_ERROR = "parse_error"
 TS_INFERRED = "ts_inferred"
@@ -58,12 +58,7 @@ def _describe(value: Any) -> Any:
 
 def _with_errors(attrs: str | None, rejected: dict[str, Any], fields: Sequence[str]) -> str:
     """attrs JSON with the rejected values and the parse_error note added (the row's own keys kept)."""
-    try:
-        own = json.loads(attrs) if attrs else {}
-    except ValueError:
-        own = {"attrs": attrs}
-    if not isinstance(own, dict):
-        own = {"attrs": own}
+    own = attrs_object(attrs)
     note = ", ".join(sorted(fields))
     if own.get(PARSE_ERROR):
         note = f"{own[PARSE_ERROR]}; {note}"
@@ -72,12 +67,7 @@ def _with_errors(attrs: str | None, rejected: dict[str, Any], fields: Sequence[s
 
 
 def _mark_inferred(attrs: str | None, reason: str) -> str:
-    try:
-        own = json.loads(attrs) if attrs else {}
-    except ValueError:
-        own = {"attrs": attrs}
-    if not isinstance(own, dict):
-        own = {"attrs": own}
+    own = attrs_object(attrs)
     own[TS_INFERRED] = reason
     return json.dumps(own, ensure_ascii=False, separators=(",", ":"), default=str)
 

@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..record import attrs_object
+
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
 
 
@@ -95,12 +97,7 @@ def _exact_member(name: str, column: pa.Array) -> pa.Array:
 def note_unusable(attrs: str | None, names: list[str]) -> str:
     """One row's attrs JSON with the parse_error note for `names` added (Python-path twin of
     :func:`unusable_members`; the values themselves are already in attrs)."""
-    try:
-        own = json.loads(attrs) if attrs else {}
-    except ValueError:
-        own = {"attrs": attrs}
-    if not isinstance(own, dict):
-        own = {"attrs": own}
+    own = attrs_object(attrs)
     own[PARSE_ERROR_KEY] = UNUSABLE_NOTE + ", ".join(names)
     return json.dumps(own, ensure_ascii=False, separators=(",", ":"), default=str)
 
