@@ -213,6 +213,9 @@ def write_torchrun_tree(root: Path, *, scenario: str = "torchrun_cuda_oom", node
     hand here); ``local_rank`` comes from the folder the file sits in."""
     import shutil
 
+    from tests.scenarios.library import restore_mtimes
+
+    restore_mtimes(Path(__file__).resolve().parents[1] / "scenarios" / scenario)
     source = Path(__file__).resolve().parents[1] / "scenarios" / scenario / "out" / node
     tree = Tree(root=Path(root))
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
@@ -266,7 +269,10 @@ def write_ray_session(root: Path, *, scenarios: tuple[str, ...] = RAY_SCENARIOS)
 
     tree = Tree(root=Path(root))
     library = Path(__file__).resolve().parents[1] / "scenarios"
+    from tests.scenarios.library import restore_mtimes
+
     for name in scenarios:
+        restore_mtimes(library / name)
         for logs in sorted((library / name / "out").glob("*/session_*/logs")):
             target = tree.root / logs.parent.name / "logs"
             target.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from typing import Any
 from tests.helpers.agent_proc import running_agent
 from tests.helpers.archive_proc import read_archive, running_archive
 from tests.helpers.procs import ranklog_cmd
+from tests.scenarios.library import restore_mtimes
 
 ROOT = Path(__file__).resolve().parent
 FIELDS = ("status", "rank", "node", "category", "step", "line")
@@ -61,6 +62,7 @@ class Scenario:
 
 
 def load(path: Path) -> Scenario:
+    restore_mtimes(path)
     raw = json.loads((path / "truth.json").read_text())
     known = set(Truth.__dataclass_fields__)
     return Scenario(path.name, path, Truth(**{k: v for k, v in raw.items() if k in known}))

@@ -1,8 +1,14 @@
-"""What every scenario generator ends with: ``truth.json`` and ``README.md`` beside ``out/``."""
+"""What every scenario generator ends with: ``truth.json``, ``README.md`` and ``mtimes.json`` beside ``out/``.
+
+``mtimes.json`` keeps each output file's modification time as the tool left it. Git does not keep
+mtimes, and a file without any timestamp takes its mtime (DESIGN's time rule), so a fresh checkout
+would otherwise date torchrun's launcher console "now" and break every "first" in the verdict.
+Readers of the library call :func:`restore_mtimes` before using ``out/``."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 from importlib import metadata
 from pathlib import Path
@@ -25,6 +31,29 @@ def finish(scenario_dir: Path, *, doc: str, commands: list[str], tools: tuple[st
             "`out/` is what the tools wrote, one folder per node (`out/<host>/`), never edited by hand.",
             "`truth.json` is what the generator injected: " + _truth_text(truth), ""]
     (scenario_dir / "README.md").write_text("\n".join(body))
+    record_mtimes(scenario_dir)
+
+
+MTIMES = "mtimes.json"
+
+
+def record_mtimes(scenario_dir: Path) -> None:
+    """Write ``mtimes.json``: every ``out/`` file's mtime (ns), by path relative to ``out/``."""
+    out = scenario_dir / "out"
+    stamps = {str(p.relative_to(out)): p.stat().st_mtime_ns for p in sorted(out.rglob("*")) if p.is_file()}
+    (scenario_dir / MTIMES).write_text(json.dumps(stamps, indent=1, sort_keys=True) + "\n")
+
+
+def restore_mtimes(scenario_dir: Path) -> None:
+    """Give ``out/``'s files back the mtimes the tool left (a no-op where they already have them)."""
+    manifest = scenario_dir / MTIMES
+    if not manifest.exists():
+        return
+    out = scenario_dir / "out"
+    for relative, mtime_ns in json.loads(manifest.read_text()).items():
+        path = out / relative
+        if path.is_file() and path.stat().st_mtime_ns != mtime_ns:
+            os.utime(path, ns=(mtime_ns, mtime_ns))
 
 
 def _truth_text(truth: dict[str, object]) -> str:
