@@ -21,6 +21,7 @@ from ranklog.object_store import S3Settings
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec
 from ranklog.query.sources import ArchiveSource
+from ranklog.record import ts_ns
 from tests.helpers.corpus import generate
 from tests.helpers.s3_data import COMPACTING, QUIET, hour_parquet_keys, read_s3_archive, s3_fleet, wait_s3_rows
 from tests.helpers.seaweedfs import SeaweedFS
@@ -59,7 +60,7 @@ def test_three_archives_flush_their_own_objects_and_one_compacts_each_hour(tmp_p
                 post_table(archive, mine.slice(start, -(-mine.num_rows // 3)))
                 time.sleep(0.3)  # one flush (object) per batch
         _assert_exactly(wait_s3_rows(seaweedfs, s3_root, table.num_rows), table)
-    hours = sorted({int(t) // HOUR_NS for t in pc.cast(table["ts"], pa.int64()).to_pylist()})
+    hours = sorted({int(t) // HOUR_NS for t in ts_ns(table["ts"])})
     writers = {key.rpartition("/")[2].rsplit("-", 1)[0] for hour in hours
                for key in hour_parquet_keys(seaweedfs, s3_root, hour)}
     assert writers == set(ids), "every archive flushed its own objects"
