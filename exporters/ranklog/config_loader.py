@@ -342,3 +342,15 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
                 value = [part for item in value for part in str(item).split(",") if part]
             out[dest[4:]] = value
     return out
+
+
+def log_level_field(program: str) -> Any:
+    """The `log_level` key every ranklog service has (its own log lines, not the logs it ships)."""
+    return dataclasses.field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR"),
+                                                       "help": f"the {program}'s own log level (DEBUG, INFO, WARNING, ERROR)"})
+
+
+def log_format_field(program: str) -> Any:
+    """The `log_format` key every ranklog service has: text, or ranklog JSON for log pipelines."""
+    return dataclasses.field(default="text", metadata={"choices": ("text", "json"), "help": (
+        f"the {program}'s own log lines: text, or json (one ranklog JSON record per line, for log pipelines)")})

@@ -13,28 +13,26 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1, "": 1, "m": 60, "min": 60, "h": 3600, "d
 _NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 
 
+def _number_with_unit(value: str | int | float, units: dict[str, float], kind: str, examples: str) -> float:
+    """`value` × its unit's scale; a bare number is taken in the base unit (bytes, seconds)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a {kind}: {value!r}")
+    if isinstance(value, (int, float)):
+        return value
+    match = _NUMBER_UNIT.match(value)
+    if not match or match.group(2).lower() not in units:
+        raise ValueError(f"not a {kind}: {value!r} (use e.g. {examples})")
+    return float(match.group(1)) * units[match.group(2).lower()]
+
+
 def parse_size(value: str | int | float) -> int:
     """Bytes from `1GB`, `512MiB`, `64k` or a plain number (decimal units are powers of 1000)."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a size: {value!r}")
-    if isinstance(value, (int, float)):
-        return int(value)
-    match = _NUMBER_UNIT.match(value)
-    if not match or match.group(2).lower() not in _SIZE_UNITS:
-        raise ValueError(f"not a size: {value!r} (use e.g. 512MB, 1GiB, 4096)")
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    return int(_number_with_unit(value, _SIZE_UNITS, "size", "512MB, 1GiB, 4096"))
 
 
 def parse_duration(value: str | int | float) -> float:
     """Seconds from `7d`, `2h`, `30s`, `250ms` or a plain number of seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    match = _NUMBER_UNIT.match(value)
-    if not match or match.group(2).lower() not in _DURATION_UNITS:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 250ms, 30s, 5m, 2h, 7d)")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
+    return float(_number_with_unit(value, _DURATION_UNITS, "duration", "250ms, 30s, 5m, 2h, 7d"))
 
 
 def format_size(n: int) -> str:

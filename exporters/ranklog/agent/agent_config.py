@@ -22,6 +22,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..config_loader import log_format_field, log_level_field
+
 DEFAULT_TRAINING_METRICS = [
     "perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/max_memory_allocated_gb",
     "actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/lr", "actor/kl_loss", "actor/pg_clipfrac",
@@ -126,10 +128,8 @@ class AgentConfig:
     training_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TRAINING_METRICS),
                                         metadata={"help": "allow-listed training metric names"})
     shutdown_timeout: float = field(default=10.0, metadata={"unit": "duration", "help": "ship what is read on exit for up to"})
-    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR"),
-                                                     "help": "the agent's own log level (DEBUG, INFO, WARNING, ERROR)"})
-    log_format: str = field(default="text", metadata={"choices": ("text", "json"), "help": (
-        "the agent's own log lines: text, or json (one ranklog JSON record per line, for log pipelines)")})
+    log_level: str = log_level_field("agent")
+    log_format: str = log_format_field("agent")
 
     def validate(self) -> None:
         if not self.archive:

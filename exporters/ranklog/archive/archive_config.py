@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..config_loader import log_format_field, log_level_field
 from ..record import LEVELS, normalize_level
 from ..units import parse_duration
 
@@ -130,10 +131,8 @@ class ArchiveConfig:
     s3: S3Config = field(default_factory=S3Config)
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (enables HTTPS with tls_key)"})
     tls_key: str = field(default="", metadata={"help": "PEM private key"})
-    log_level: str = field(default="INFO", metadata={"choices": ("DEBUG", "INFO", "WARNING", "ERROR"),
-                                                     "help": "the archive's own log level (DEBUG, INFO, WARNING, ERROR)"})
-    log_format: str = field(default="text", metadata={"choices": ("text", "json"), "help": (
-        "the archive's own log lines: text, or json (one ranklog JSON record per line, for log pipelines)")})
+    log_level: str = log_level_field("archive")
+    log_format: str = log_format_field("archive")
 
     def validate(self) -> None:
         if not self.root:

@@ -38,24 +38,22 @@ def media_type(header: str | None) -> str:
     return (header or "").split(";", 1)[0].strip().lower()
 
 
+# endpoint → (WAL code of a protobuf body, of a JSON body, what the endpoint takes, in words)
+_ENDPOINT_BODIES = {
+    OTLP_LOGS: (OTLP_PROTOBUF, OTLP_JSON, f"OTLP/HTTP logs as {PROTOBUF} or application/json"),
+    LOKI_PUSH: (LOKI_PROTOBUF, LOKI_JSON, f"Loki push requests as {PROTOBUF} (snappy) or application/json"),
+}
+
+
 def endpoint_code(endpoint: str, content_type: str | None) -> int:
     """The WAL code of a shipper endpoint's request; 415 naming what the endpoint takes."""
+    protobuf_code, json_code, takes = _ENDPOINT_BODIES[endpoint]
     media = media_type(content_type)
-    if endpoint == OTLP_LOGS:
-        if media == PROTOBUF:
-            return OTLP_PROTOBUF
-        if media in _JSON_TYPES:
-            return OTLP_JSON
-        raise IngestError(415, "unsupported_media_type", f"{OTLP_LOGS} takes OTLP/HTTP logs as {PROTOBUF} or "
-                          f"application/json, got {media or 'none'!r}")
-    if endpoint == LOKI_PUSH:
-        if media == PROTOBUF:
-            return LOKI_PROTOBUF
-        if media in _JSON_TYPES:
-            return LOKI_JSON
-        raise IngestError(415, "unsupported_media_type", f"{LOKI_PUSH} takes Loki push requests as {PROTOBUF} "
-                          f"(snappy) or application/json, got {media or 'none'!r}")
-    raise ValueError(endpoint)
+    if media == PROTOBUF:
+        return protobuf_code
+    if media in _JSON_TYPES:
+        return json_code
+    raise IngestError(415, "unsupported_media_type", f"{endpoint} takes {takes}, got {media or 'none'!r}")
 
 
 def ingest_code(content_type: str | None) -> int | None:
