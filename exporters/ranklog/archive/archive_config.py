@@ -2,7 +2,8 @@
 
 Defaults are what a production archive wants without tuning: 1 s flushes (a record is queryable
 from Parquet within ~2 s of its ACK), 30 d retention, 128 MB compacted files, 1 GiB disk reserve,
-256 MiB request bodies. Two keys exist for tests and drills and are harmless in production:
+256 MiB request bodies, 10 s and 64 KiB for a request's headers (ranklog.archive.http_limits).
+Two keys exist for tests and drills and are harmless in production:
 `free_space_file` (a file holding the free byte count the 507 check uses instead of statvfs) and
 `clock_file` (a file holding the epoch seconds retention and compaction use as "now").
 """
@@ -116,6 +117,10 @@ class ArchiveConfig:
         "help": "429 beyond this many concurrent ingests by one token, so one client cannot starve the others"})
     body_timeout: float = field(default=30.0, metadata={
         "unit": "duration", "help": "408 and the connection closed when a request body takes longer to arrive"})
+    header_timeout: float = field(default=10.0, metadata={
+        "unit": "duration", "help": "408 (or a silent close) when a request's headers take longer to arrive (slowloris)"})
+    max_header_size: int = field(default=64 * 1024, metadata={
+        "unit": "size", "help": "431 and the connection closed when a request's line and headers exceed this"})
     wal_segment_size: int = field(default=128 * 1024**2, metadata={"unit": "size", "help": "WAL segment rotation size"})
     snapshot_interval: float = field(default=30.0, metadata={
         "unit": "duration", "help": "dedup snapshot period (bounds WAL replay at start)"})
@@ -158,9 +163,11 @@ class ArchiveConfig:
         self.listen_address()
         if not 0 <= self.background_nice <= 19:
             raise ValueError(f"background_nice: {self.background_nice} must be between 0 and 19")
-        for name in ("flush_interval", "snapshot_interval", "compaction_interval"):
+        for name in ("flush_interval", "snapshot_interval", "compaction_interval", "body_timeout", "header_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive")
+        if self.max_header_size < 1024:
+            raise ValueError(f"max_header_size: {self.max_header_size} is below 1 KiB (no client's headers fit)")
 
     def listen_address(self) -> tuple[str, int]:
         """(host, port) from `listen` (`HOST:PORT`, `[v6]:PORT`)."""

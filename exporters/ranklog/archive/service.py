@@ -23,6 +23,7 @@ from ..metrics import create
 from .app import ArchiveState, create_app
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
+from .http_limits import guarded_protocol
 from .leases import lease_store
 from .maintenance import Maintenance
 from .pipeline import Pipeline
@@ -81,9 +82,13 @@ def run(config: ArchiveConfig) -> int:
     recovery = threading.Thread(target=recover, name="archive-recovery", daemon=True)
     recovery.start()
     host, port = config.listen_address()
+
+    def count_refusal(reason: str) -> None:
+        metrics.archive_rejected_requests.labels(reason=reason).inc()
+
     server = uvicorn.Server(uvicorn.Config(
         create_app(state), host=host, port=port, log_config=None, access_log=False, loop="uvloop",
-        http="httptools", lifespan="off", timeout_graceful_shutdown=10, server_header=False,
+        http=guarded_protocol(config.header_timeout, config.max_header_size, count_refusal), lifespan="off", timeout_graceful_shutdown=10, server_header=False,
         ssl_certfile=config.tls_cert or None, ssl_keyfile=config.tls_key or None,
     ))
     # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers in
