@@ -67,7 +67,7 @@ class RunMetrics:
 
     def __init__(self, host: str, port: int, job: str | None, rank: int | None) -> None:
         try:
-            from prometheus_client import start_http_server
+            from .metrics_server import serve_metrics
         except ImportError:
             raise UserError("--monitoring-port needs prometheus-client: pip install 'ranklog[agent]'") from None
         from . import metrics, signatures
@@ -76,10 +76,9 @@ class RunMetrics:
         self.metrics = metrics.create("run")
         self._labels = {"training_job": job or "", "rank": "" if rank is None else str(rank)}
         try:
-            started = start_http_server(port, addr=host, registry=self.metrics.registry)
+            self._server = serve_metrics(host, port, self.metrics.registry)
         except OSError as exc:
             raise UserError(f"--monitoring-port: cannot listen on {host}:{port}: {exc.strerror}") from None
-        self._server = started[0] if isinstance(started, tuple) else None
 
     def observe(self, record: Captured, level: str) -> None:
         m = self.metrics

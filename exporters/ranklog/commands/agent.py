@@ -66,11 +66,11 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     server = None
     if cfg.metrics_listen:
-        from prometheus_client import start_http_server
+        from ..metrics_server import serve_metrics
 
         host, _, port = cfg.metrics_listen.rpartition(":")
         try:
-            server, _ = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0", registry=agent.metrics.registry)
+            server = serve_metrics(host.strip("[]") or "0.0.0.0", int(port), agent.metrics.registry)
         except (OSError, ValueError) as exc:
             raise UserError(f"metrics_listen: cannot listen on {cfg.metrics_listen}: {exc}") from None
     stop = threading.Event()
@@ -84,4 +84,5 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.shutdown()
+            server.server_close()
     return 0
