@@ -87,6 +87,18 @@ def test_moderate_headers_and_keep_alive_work(server):
         assert _one_response(sock) == b"HTTP/1.1 200 OK 3 2"
 
 
+def test_pipelined_requests_are_answered_in_order(server):
+    port, _ = server
+    with _connect(port) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\na"
+                     b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nbc")
+        answers = b""
+        while answers.count(b"HTTP/1.1 200 OK") < 2 or not answers.endswith(b"2 2"):
+            answers += sock.recv(65536)
+        first, second = answers.split(b"HTTP/1.1 200 OK")[1:]
+        assert first.endswith(b"\r\n\r\n1 2") and second.endswith(b"\r\n\r\n2 2")
+
+
 def test_a_slow_body_is_not_a_slow_head(server):
     port, _ = server
     with _connect(port) as sock:
