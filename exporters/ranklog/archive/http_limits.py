@@ -43,6 +43,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._awaiting_head = True  # between a request's first byte (or the connection) and its headers' end
         self._head_received = 0  # bytes received while the head was incomplete (bounds a head still arriving)
         self._head_size = 0  # request target + header lines parsed so far (the size of a complete head)
+        self._head_begun = False  # llhttp saw the first byte of the request (a 408 is then due, not a silent close)
         self._refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -68,6 +69,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
         if not self._awaiting_head:
             self._awaiting_head, self._head_received, self._head_size = True, 0, 0
+        self._head_begun = True
         self._arm_head_timer()
 
     def on_url(self, url: bytes) -> None:
@@ -81,7 +83,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
-        self._awaiting_head, self._head_received, self._head_size = False, 0, 0
+        self._awaiting_head, self._head_received, self._head_size, self._head_begun = False, 0, 0, False
         if not self._refused:
             super().on_headers_complete()
 
@@ -115,7 +117,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing() or not self._awaiting_head:
             return
         message = f"request head not received within {self.header_timeout:g}s"
-        if self._head_received or self._head_size:
+        if self._head_begun:
             self._refuse(408, "header_timeout", message)
         else:  # a connection that never sent a byte: nothing to answer
             self._refuse(None, "header_timeout", message)
