@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ranklog.process_group import stop_group
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -28,19 +30,7 @@ def spawn(args: list[str], log_path: Path | None = None, env: dict[str, str] | N
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int | None:
     """Stop `proc` and its process group: `sig` first, SIGKILL after `timeout`. Returns the exit code."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=timeout)
+    stop_group(proc, sig, timeout=timeout, kill_wait=timeout)
     log = getattr(proc, "_ranklog_log", None)
     if log not in (None, subprocess.DEVNULL):
         log.close()

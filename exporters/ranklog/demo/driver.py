@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +33,8 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..process_group import signal_group, stop_group
 
 NODES = 4
 RANKS_PER_NODE = 4
@@ -72,29 +73,12 @@ class Processes:
         return proc
 
     def stop(self, proc: subprocess.Popen, timeout: float = 15.0) -> int | None:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(timeout=5)
-        return proc.returncode
+        return stop_group(proc, timeout=timeout)
 
     def stop_many(self, procs: list[subprocess.Popen]) -> None:
         """SIGTERM them all at once, then wait for each (they shut down in parallel)."""
         for proc in procs:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+            signal_group(proc)
         for proc in procs:
             self.stop(proc)
 
