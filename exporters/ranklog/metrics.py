@@ -83,6 +83,8 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_retention_deleted_files_total", "counter", "Files (or row groups) deleted by retention.", ("level",), "archive"),
     MetricSpec("ranklog_archive_retention_last_run_timestamp_seconds", "gauge", "When retention last completed.", component="archive"),
     MetricSpec("ranklog_archive_dedup_sources", "gauge", "Sources tracked in the dedup index.", component="archive"),
+    MetricSpec("ranklog_archive_dedup_ranges", "gauge",
+               "Contiguous stored-key ranges the dedup index holds (its memory: 24 bytes each).", component="archive"),
     # Both.
     MetricSpec("ranklog_build_info", "gauge", "Version of the running ranklog component (always 1).",
                ("version", "component", "python", "pyarrow"), "all"),

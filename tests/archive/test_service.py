@@ -80,7 +80,7 @@ def test_overload_answers_429_and_flush_backlog_503(start_archive, small_corpus)
 
 
 def test_health_metrics_and_openapi(start_archive, small_corpus):
-    archive = start_archive("--flush-interval", "200ms")
+    archive = start_archive("--flush-interval", "200ms", "--snapshot-interval", "200ms")
     assert httpx.get(f"{archive.url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{archive.url}/readyz").json()["status"] == "ready"
     post_table(archive, small_corpus.slice(0, 300))
@@ -93,6 +93,13 @@ def test_health_metrics_and_openapi(start_archive, small_corpus):
     assert metric(archive, "ranklog_archive_ingested_records_total") == 300
     assert metric(archive, "ranklog_archive_duplicate_records_total") == 300
     assert metric(archive, "ranklog_archive_flush_seconds_count") >= 1
+    deadline = time.monotonic() + 10  # the index's gauges move at its next snapshot
+    while metric(archive, "ranklog_archive_dedup_sources") < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    sources = len(set(small_corpus.slice(0, 300).column("source_id").to_pylist()))
+    assert metric(archive, "ranklog_archive_dedup_sources") == sources
+    # posted without declared spans, each record's (source_id, offset) key is a range of its own
+    assert metric(archive, "ranklog_archive_dedup_ranges") == 300
     document = httpx.get(f"{archive.url}/openapi.json").json()
     assert document["openapi"].startswith("3.")
     ingest = document["paths"]["/v1/ingest"]["post"]

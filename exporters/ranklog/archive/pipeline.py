@@ -200,6 +200,7 @@ class Pipeline:
         self.dedup.settle(now, self.config.dedup_settle, self.config.retention.longest(),
                           self.config.dedup_body_window)
         self.metrics.archive_dedup_sources.set(len(self.dedup))
+        self.metrics.archive_dedup_ranges.set(self.dedup.range_count())
         return self.dedup.snapshot()
 
     def _apply_committed(self) -> None:
