@@ -58,6 +58,9 @@ _SPECS: tuple[MetricSpec, ...] = (
                "(permission, missing, not_a_file, error); each is named once in the agent's log.", ("reason",)),
     MetricSpec("ranklog_agent_lost_bytes_total", "counter", "Bytes that vanished before they were shipped (file deleted or truncated).", ("reason",)),
     MetricSpec("ranklog_agent_quarantined_records_total", "counter", "Records an archive refused for good, re-sent as text records with attrs.ship_error."),
+    MetricSpec("ranklog_agent_unexpected_duplicates_total", "counter",
+               "Records an archive answered as duplicates that this agent never sent before: another client holds "
+               "data under this node's keys (shared token, forged source_id); they were not stored."),
     MetricSpec("ranklog_agent_lost_records_total", "counter", "Records given up on: refused by the archive even as a text record.", ("reason",)),
     MetricSpec("ranklog_agent_reading_paused", "gauge", "1 while reading is paused because the archive cannot keep up."),
     MetricSpec("ranklog_agent_ship_seconds", "histogram", "Time from send to acknowledgement of a batch.", buckets=_FLUSH_BUCKETS),
@@ -67,6 +70,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_repaired_records_total", "counter", "Records stored with unusable values (out of range, wrong type, not a time) moved to attrs.parse_error.", component="archive"),
     MetricSpec("ranklog_archive_duplicate_records_total", "counter", "Re-sent records acknowledged but not stored again.", component="archive"),
     MetricSpec("ranklog_archive_rejected_requests_total", "counter", "Requests refused, by reason.", ("reason",), "archive"),
+    MetricSpec("ranklog_archive_refused_records_total", "counter",
+               "Records in requests refused for what they hold, by reason (host_not_allowed: a token bound to a "
+               "node identity sent records of a host it may not write).", ("reason",), "archive"),
     MetricSpec("ranklog_archive_wal_bytes", "gauge", "Bytes in the write-ahead log not yet flushed to Parquet.", component="archive"),
     MetricSpec("ranklog_archive_stored_bytes", "gauge", "Bytes of Parquet files under the archive root.", component="archive"),
     MetricSpec("ranklog_archive_stored_files", "gauge", "Parquet files under the archive root.", component="archive"),

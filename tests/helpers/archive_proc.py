@@ -48,7 +48,7 @@ class ArchiveHandle:
 
     @property
     def token(self) -> str:
-        return self.token_file.read_text().splitlines()[0].strip()
+        return self.token_file.read_text().split()[0]  # a bound line is "TOKEN IDENTITY HOST…"
 
     def headers(self, content_type: str = ARROW, **extra: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", "Content-Type": content_type, **extra}

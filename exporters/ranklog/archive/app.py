@@ -7,7 +7,10 @@ Use :func:`authorize` for bearer-token checks so every endpoint answers 401 the 
 Ingest checks run cheapest first, before the body is read: readiness (503), token (401), media
 type (415), declared length (413), concurrency (429), flush backlog (503), free disk (507). All
 refusals are ``{"error": "<one line>"}`` and are counted in
-``ranklog_archive_rejected_requests_total{reason}``; 429/503 carry ``Retry-After``.
+``ranklog_archive_rejected_requests_total{reason}``; 429/503 carry ``Retry-After``. After decoding,
+a token bound to a node identity gets 403 ``{"error", "reason": "host_not_allowed", "hosts": […]}``
+for a request holding records of hosts it may not write (on every ingest endpoint; the records are
+also counted in ``ranklog_archive_refused_records_total{reason}``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from .auth import TokenStore
 from .ingest import IngestError, encoding_code
 from .loki.routes import LokiAPI
 from .openapi import openapi_document
-from .pipeline import Pipeline
+from .pipeline import HostNotAllowed, Pipeline
 from .query_api import QueryEndpoint
 from .shippers.dispatch import INGEST, LOKI_PUSH, OTLP_LOGS
 from .shippers.endpoints import answer, request_code, stored_body
@@ -51,15 +54,21 @@ class ArchiveState:
     inflight_by_token: dict[str, int] = field(default_factory=dict)  # keyed by a hash, never the token
 
 
-def error(status: int, message: str, retry_after: float | None = None, **headers: str) -> JSONResponse:
+def error(status: int, message: str, retry_after: float | None = None, details: dict | None = None,
+          **headers: str) -> JSONResponse:
     if retry_after is not None:
         headers["Retry-After"] = str(max(1, round(retry_after)))
-    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+    return JSONResponse({"error": message, **(details or {})}, status_code=status, headers=headers or None)
 
 
 def _reject(state: ArchiveState, reason: str, status: int, message: str, **kwargs) -> JSONResponse:
     state.metrics.archive_rejected_requests.labels(reason=reason).inc()
     return error(status, message, **kwargs)
+
+
+def _refuse_hosts(state: ArchiveState, exc: HostNotAllowed) -> JSONResponse:
+    state.metrics.archive_refused_records.labels(reason=exc.reason).inc(exc.records)
+    return _reject(state, exc.reason, exc.status, str(exc), details={"reason": exc.reason, "hosts": exc.hosts})
 
 
 def token_key(authorization: str | None) -> str:
@@ -72,6 +81,10 @@ def authorize(request: Request) -> JSONResponse | None:
     state: ArchiveState = request.app.state.archive
     if state.tokens.check(request.headers.get("authorization")):
         return None
+    return _unauthorized(state)
+
+
+def _unauthorized(state: ArchiveState) -> JSONResponse:
     return _reject(state, "unauthorized", 401, "missing or invalid bearer token",
                    **{"WWW-Authenticate": 'Bearer realm="ranklog"'})
 
@@ -94,9 +107,9 @@ async def _ingest(request: Request, endpoint: str) -> Response:
     if not state.ready or state.pipeline.failure:
         reason = state.pipeline.failure or "starting: replaying the write-ahead log"
         return _reject(state, "unavailable", 503, f"archive not ready ({reason})", retry_after=5)
-    denied = authorize(request)
-    if denied is not None:
-        return denied
+    caller = state.tokens.identify(request.headers.get("authorization"))
+    if caller is None:
+        return _unauthorized(state)
     try:
         content_type = request_code(endpoint, request.headers)
         encoding = encoding_code(request.headers.get("content-encoding"))
@@ -133,7 +146,9 @@ async def _ingest(request: Request, endpoint: str) -> Response:
                            Connection="close")
         body = stored_body(content_type, request.headers, b"".join(chunks))
         try:
-            result = await anyio.to_thread.run_sync(state.pipeline.ingest, body, content_type, encoding)
+            result = await anyio.to_thread.run_sync(state.pipeline.ingest, body, content_type, encoding, caller)
+        except HostNotAllowed as exc:
+            return _refuse_hosts(state, exc)
         except IngestError as exc:
             return _reject(state, exc.reason, exc.status, str(exc))
         except WalFailure as exc:

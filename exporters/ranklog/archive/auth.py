@@ -1,28 +1,96 @@
-"""Bearer-token authentication against a tokens file (one token per line, `#` comments allowed).
+"""Bearer-token authentication against a tokens file, and what each token may write.
+
+One token per line, `#` comments allowed. A line is either
+
+* ``TOKEN`` — a shared token (trusting mode, for small setups): its holder may write records of any
+  host, and all shared tokens share one dedup namespace, so every holder is trusted not to write
+  under another node's keys; or
+* ``TOKEN IDENTITY [HOST-PATTERN …]`` — a token bound to a node identity: it may write only records
+  whose ``host`` matches one of the patterns (exact names or shell globs ``*``, ``?``, ``[…]``;
+  no pattern means the identity's own name). Its records' idempotency keys live in the identity's
+  own namespace, so no other token can shadow them (issue 20: a forged ``source_id`` at offset 0
+  once made the archive drop a node's real record as a duplicate).
+
+Several tokens may name one identity (rotation: old and new token for a while); one token with two
+identities is an error. Identities are letters, digits, ``.``, ``_``, ``-``.
 
 The file is re-read when its mtime, size or inode changes (checked at most every 0.5 s), so adding
 or revoking a token needs no restart. Tokens are compared in constant time against every entry
 (`hmac.compare_digest`, no early exit on the first match), and never logged: log lines name only
-the file. A file that cannot be read keeps the last good token set (and says so in the log) rather
-than locking every agent out; an empty file accepts nobody.
+the file, line numbers and identities. A file that cannot be read or holds a bad line keeps the last
+good token set (and says so in the log) rather than locking every agent out; at start it fails.
+An empty file accepts nobody.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hmac
 import logging
 import os
+import re
 import threading
 import time
+from dataclasses import dataclass
 
 log = logging.getLogger("ranklog.archive.auth")
+_IDENTITY = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who an accepted token belongs to: `identity` None for a shared token (may write any host)."""
+
+    identity: str | None = None
+    hosts: tuple[str, ...] = ()
+
+    def may_write(self, host: str) -> bool:
+        return self.identity is None or any(fnmatch.fnmatchcase(host, pattern) for pattern in self.hosts)
+
+    def describe(self) -> str:
+        return "a shared token" if self.identity is None else f"identity {self.identity!r}"
+
+
+SHARED = Caller()
+
+
+def foreign_hosts(hosts: list[str | None], caller: Caller) -> list[str]:
+    """The distinct `hosts` values `caller` may not write. A record without a host claims no node
+    and is allowed (its keys are in the caller's namespace anyway)."""
+    if caller.identity is None:
+        return []
+    return sorted({host for host in hosts if host and not caller.may_write(host)})
+
+
+class TokenFileError(ValueError):
+    """A tokens file line that cannot be used (the message names the line, never the token)."""
+
+
+def parse_tokens(lines: list[bytes], path: str) -> tuple[tuple[bytes, Caller], ...]:
+    """(token, caller) per line of a tokens file; TokenFileError on a malformed line."""
+    entries: dict[bytes, Caller] = {}
+    for number, raw in enumerate(lines, 1):
+        fields = raw.split()
+        if not fields or fields[0].startswith(b"#"):
+            continue
+        token, rest = fields[0], [f.decode("utf-8", "replace") for f in fields[1:]]
+        caller = SHARED
+        if rest:
+            identity, patterns = rest[0], tuple(rest[1:]) or (rest[0],)
+            if not _IDENTITY.match(identity):
+                raise TokenFileError(f"{path}:{number}: identity {identity!r} must be letters, digits, '.', '_', '-'")
+            caller = Caller(identity, patterns)
+        if entries.get(token, caller) != caller:
+            raise TokenFileError(f"{path}:{number}: this token is already listed with another identity")
+        entries[token] = caller
+    return tuple(entries.items())
 
 
 class TokenStore:
     def __init__(self, path: str, check_every: float = 0.5) -> None:
         self.path = path
         self.check_every = check_every
-        self._tokens: tuple[bytes, ...] = ()
+        self._entries: tuple[tuple[bytes, Caller], ...] = ()
         self._identity: tuple[int, int, int] | None = None
         self._checked = -1e9
         self._lock = threading.Lock()
@@ -31,25 +99,21 @@ class TokenStore:
     def _reload(self, force: bool = False) -> None:
         try:
             st = os.stat(self.path)
-        except OSError as exc:
-            if force:
-                raise OSError(f"cannot read token file {self.path}: {exc.strerror}") from None
-            log.error("token file %s unreadable (%s); keeping the previous tokens", self.path, exc.strerror)
-            return
-        identity = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if identity == self._identity and not force:
-            return
-        try:
+            identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if identity == self._identity and not force:
+                return
             with open(self.path, "rb") as handle:
-                lines = handle.read().splitlines()
-        except OSError as exc:
+                entries = parse_tokens(handle.read().splitlines(), self.path)
+        except (OSError, TokenFileError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
             if force:
-                raise OSError(f"cannot read token file {self.path}: {exc.strerror}") from None
-            log.error("token file %s unreadable (%s); keeping the previous tokens", self.path, exc.strerror)
+                raise OSError(f"cannot use token file {self.path}: {why}") from None
+            log.error("token file %s unusable (%s); keeping the previous tokens", self.path, why)
             return
-        tokens = tuple(line.strip() for line in lines if line.strip() and not line.strip().startswith(b"#"))
-        self._tokens, self._identity = tokens, identity
-        log.info("loaded %d token(s) from %s", len(tokens), self.path)
+        self._entries, self._identity = entries, identity
+        bound = sum(caller.identity is not None for _, caller in entries)
+        log.info("loaded %d token(s) from %s (%d bound to node identities, %d shared)", len(entries), self.path,
+                 bound, len(entries) - bound)
 
     def _refresh(self) -> None:
         now = time.monotonic()
@@ -60,16 +124,21 @@ class TokenStore:
                 self._checked = now
                 self._reload()
 
-    def check(self, authorization: str | None) -> bool:
-        """True when the `Authorization` header carries a current token."""
+    def identify(self, authorization: str | None) -> Caller | None:
+        """The caller of a current token in the `Authorization` header, or None."""
         self._refresh()
         if not authorization:
-            return False
+            return None
         scheme, _, presented = authorization.partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():
-            return False
+            return None
         candidate = presented.strip().encode("utf-8", "surrogateescape")
-        matched = False
-        for token in self._tokens:
-            matched |= hmac.compare_digest(candidate, token)
-        return matched
+        found: Caller | None = None
+        for token, caller in self._entries:  # every entry, no early exit
+            if hmac.compare_digest(candidate, token):
+                found = caller
+        return found
+
+    def check(self, authorization: str | None) -> bool:
+        """True when the `Authorization` header carries a current token."""
+        return self.identify(authorization) is not None

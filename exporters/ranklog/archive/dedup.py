@@ -1,4 +1,8 @@
-"""Exactly-once: exactly which (source_id, offset) keys the archive already holds.
+"""Exactly-once: exactly which (identity, source_id, offset) keys the archive already holds.
+
+Keys are namespaced by the writing token's node identity (:mod:`.auth`; None for shared tokens and
+for WAL entries and snapshots written before identities existed), so a token bound to node A can
+never make the archive take node B's records for duplicates, whatever `source_id` it sends.
 
 State: for each source, sorted disjoint inclusive ranges ``[lo, hi]`` of offsets, with the time each
 range was last extended. A range means "every record of this source starting in [lo, hi] is
@@ -54,9 +58,12 @@ def _empty() -> _Ranges:
     return _Ranges(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
 
+Key = tuple[str | None, str]  # (identity, source_id)
+
+
 class DedupIndex:
     def __init__(self) -> None:
-        self._sources: dict[str, _Ranges] = {}
+        self._sources: dict[Key, _Ranges] = {}
 
     def __len__(self) -> int:
         return len(self._sources)
@@ -65,11 +72,12 @@ class DedupIndex:
         return sum(len(r.lo) for r in self._sources.values())
 
     @contextmanager
-    def staged(self, table: pa.Table, now: float, spans: Spans | None = None) -> Iterator[np.ndarray]:
+    def staged(self, table: pa.Table, now: float, spans: Spans | None = None,
+               identity: str | None = None) -> Iterator[np.ndarray]:
         """:meth:`apply` for the block's duration: undone when the block raises (WAL append failed)."""
         names = set(pc.unique(table["source_id"]).to_pylist()) if table.num_rows else set()
-        before = {name: self._sources.get(name) for name in names}
-        keep = self.apply(table, now, spans)
+        before = {(identity, name): self._sources.get((identity, name)) for name in names}
+        keep = self.apply(table, now, spans, identity)
         try:
             yield keep
         except BaseException:
@@ -80,9 +88,9 @@ class DedupIndex:
                     self._sources[name] = ranges
             raise
 
-    def apply(self, table: pa.Table, now: float, spans: Spans | None = None) -> np.ndarray:
-        """Mark the new keys of `table` (and its usable declared spans) as stored; return the mask
-        of rows to keep."""
+    def apply(self, table: pa.Table, now: float, spans: Spans | None = None, identity: str | None = None) -> np.ndarray:
+        """Mark the new keys of `table` (and its usable declared spans) in `identity`'s namespace as
+        stored; return the mask of rows to keep."""
         n = table.num_rows
         keep = np.ones(n, dtype=bool)
         if n == 0:
@@ -100,8 +108,9 @@ class DedupIndex:
         keep_sorted = ~repeated
         for start, end in pairwise(bounds.tolist()):
             name = names[sorted_codes[start]]
+            key = (identity, name)
             offs = sorted_offsets[start:end]
-            ranges = self._sources.get(name)
+            ranges = self._sources.get(key)
             if ranges is not None and len(ranges.lo) and ranges.hi[-1] >= offs[0]:
                 slot = np.searchsorted(ranges.lo, offs, side="right") - 1
                 keep_sorted[start:end] &= ~((slot >= 0) & (offs <= ranges.hi[np.maximum(slot, 0)]))
@@ -109,12 +118,12 @@ class DedupIndex:
             if (own is not None and len(own) == 1 and own[0][0] <= offs[0] and offs[-1] < own[0][1]
                     and (ranges is None or len(ranges.lo) == 0 or ranges.hi[-1] < own[0][0])):
                 # the common case: one agent chunk continuing its file past everything stored
-                self._sources[name] = _append(ranges, own[0][0], own[0][1] - 1, now)
+                self._sources[key] = _append(ranges, own[0][0], own[0][1] - 1, now)
                 continue
             kept = offs[keep_sorted[start:end]]
             declared = _usable_spans(own, offs)
             if len(kept) or len(declared[0]):
-                self._sources[name] = _insert(ranges, kept, declared, now)
+                self._sources[key] = _insert(ranges, kept, declared, now)
         keep[order] = keep_sorted
         return keep
 
@@ -122,35 +131,45 @@ class DedupIndex:
     def settle(self, now: float, settle_seconds: float, ttl_seconds: float, body_ttl_seconds: float) -> None:
         """Forget idle sources (see the module docstring). `settle_seconds` is no longer used: closing
         gaps by age was what let a late record in a gap be taken as stored."""
-        for name in list(self._sources):
-            ranges = self._sources[name]
-            ttl = body_ttl_seconds if name.startswith(BODY_KEY_PREFIXES) else ttl_seconds
+        for key in list(self._sources):
+            ranges = self._sources[key]
+            ttl = body_ttl_seconds if key[1].startswith(BODY_KEY_PREFIXES) else ttl_seconds
             if len(ranges.lo) == 0 or ranges.touched.max() < now - ttl:
-                del self._sources[name]
+                del self._sources[key]
 
     # --- persistence -----------------------------------------------------------------------------
     def snapshot(self) -> pa.Table:
-        """The whole state as a table; cheap to take under a lock (ranges are never mutated in place)."""
+        """The whole state as a table (identity, source_id, lo, hi, touched); cheap to take under a lock
+        (ranges are never mutated in place)."""
         items = list(self._sources.items())
         counts = np.array([len(r.lo) for _, r in items], dtype=np.int64)
-        names = pa.array([name for name, _ in items], pa.string())
+        identities = pa.array([key[0] for key, _ in items], pa.string())
+        names = pa.array([key[1] for key, _ in items], pa.string())
         take = pa.array(np.repeat(np.arange(len(items)), counts))
 
         def column(attr: str, dtype: type) -> np.ndarray:
             parts = [getattr(r, attr) for _, r in items]
             return np.concatenate(parts) if parts else np.empty(0, dtype)
 
-        return pa.table({"source_id": names.take(take), "lo": column("lo", np.int64),
+        return pa.table({"identity": identities.take(take), "source_id": names.take(take), "lo": column("lo", np.int64),
                          "hi": column("hi", np.int64), "touched": column("touched", np.float64)})
 
     @classmethod
     def restore(cls, table: pa.Table) -> DedupIndex:
+        """The index of a :meth:`snapshot` (one without an identity column, from before identities
+        existed, is all shared keys)."""
         index = cls()
         if table.num_rows == 0:
             return index
-        encoded = pc.dictionary_encode(table["source_id"]).combine_chunks()
+        if "identity" in table.column_names:  # one dictionary code per (identity, source_id) pair
+            identity = table["identity"]
+            tag = pc.if_else(pc.is_null(identity), "-", pc.binary_join_element_wise("+", identity, ""))
+            joined = pc.binary_join_element_wise(tag, table["source_id"], "\x00")
+        else:
+            joined = pc.binary_join_element_wise("-", table["source_id"], "\x00")
+        encoded = pc.dictionary_encode(joined).combine_chunks()
         codes = encoded.indices.to_numpy(zero_copy_only=False)
-        names = encoded.dictionary.to_pylist()
+        names = [_split_key(value) for value in encoded.dictionary.to_pylist()]
         lo, hi = table["lo"].to_numpy(), table["hi"].to_numpy()
         touched = table["touched"].to_numpy()
         order = np.lexsort((lo, codes))
@@ -160,6 +179,12 @@ class DedupIndex:
             index._sources[names[codes[start]]] = _Ranges(lo[start:end].copy(), hi[start:end].copy(),
                                                           touched[start:end].copy())
         return index
+
+
+def _split_key(joined: str) -> Key:
+    """(identity, source_id) from restore's `-\\0source_id` / `+identity\\0source_id` (identities hold no NUL)."""
+    tag, _, source_id = joined.partition("\x00")
+    return (None if tag == "-" else tag[1:]), source_id
 
 
 def _source_offset_order(codes: np.ndarray, offsets: np.ndarray, distinct: int) -> np.ndarray:

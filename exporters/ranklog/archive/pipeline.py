@@ -12,6 +12,11 @@ they cover. A dedup snapshot is written after a flush commits (never before: a s
 cover WAL entries already in Parquet), every `snapshot_interval` or after a segment's worth of WAL;
 WAL segments covered by both are deleted.
 
+Identity: a request's token may be bound to a node identity (:mod:`.auth`). Its records must carry
+a ``host`` the identity may write, or the whole request is refused (403, nothing stored, counted in
+``ranklog_archive_refused_records_total{reason="host_not_allowed"}``); dedup keys and the WAL entry
+carry the identity, so replay rebuilds the same namespaced keys.
+
 Start: journals are rolled forward, then the snapshot is loaded and the WAL replayed: entries
 after the snapshot go through dedup; those after the flushed sequence are pending again.
 """
@@ -25,11 +30,14 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from . import journal
 from .archive_config import ArchiveConfig
+from .auth import SHARED, Caller, foreign_hosts
 from .dedup import DedupIndex, pop_spans
+from .ingest import IngestError
 from .ingest_values import pop_repaired
 from .parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
 from .scheduling import lower_current_thread
@@ -55,6 +63,29 @@ class _Pending:
     rows: int = 0
     bytes: int = 0
     wal_bytes: int = 0
+
+
+class HostNotAllowed(IngestError):
+    """403: the request holds records of hosts its token may not write (nothing of it is stored)."""
+
+    def __init__(self, caller: Caller, hosts: list[str], records: int) -> None:
+        shown = ", ".join(repr(h) for h in hosts[:10]) + (f" and {len(hosts) - 10} more" if len(hosts) > 10 else "")
+        super().__init__(403, "host_not_allowed", f"{caller.describe()} may not write host {shown}: this token "
+                         f"may not write these hosts' records ({records} record(s)); nothing of this request was stored")
+        self.hosts, self.records = hosts, records
+
+
+def refuse_foreign_hosts(table: pa.Table, caller: Caller) -> None:
+    """Raise :class:`HostNotAllowed` when `table` holds a record whose host `caller` may not write."""
+    if caller.identity is None or table.num_rows == 0:
+        return
+    distinct = pc.unique(table["host"]).to_pylist()
+    hosts = foreign_hosts(distinct, caller)
+    if hosts:
+        records = int(pc.sum(pc.is_in(table["host"], pa.array(hosts, pa.string()))).as_py() or 0)
+        log.warning("refused %d record(s) of host(s) %s sent with the token of %s (bound to %s): the token may "
+                    "not write them", records, ", ".join(hosts[:10]), caller.describe(), " ".join(caller.hosts))
+        raise HostNotAllowed(caller, hosts, records)
 
 
 class Pipeline:
@@ -98,7 +129,7 @@ class Pipeline:
             table, _ = pop_repaired(decode(entry.body, entry.content_type, entry.encoding, entry.received_ns,
                                            self.config.max_decoded_size))
             table, spans = pop_spans(table)
-            keep = self.dedup.apply(table, entry.received_ns / 1e9, spans)
+            keep = self.dedup.apply(table, entry.received_ns / 1e9, spans, entry.identity)
             if entry.seq > self.flushed_seq:
                 self._add_pending(entry.seq, table.filter(keep) if not keep.all() else table, len(entry.body))
                 replayed += int(keep.sum())
@@ -115,20 +146,21 @@ class Pipeline:
     def pending_bytes(self) -> int:
         return self._pending.bytes + self._flushing_bytes
 
-    def ingest(self, body: bytes, content_type: int, encoding: int) -> IngestResult:
+    def ingest(self, body: bytes, content_type: int, encoding: int, caller: Caller = SHARED) -> IngestResult:
         if self.failure:
             raise WalFailure(self.failure)
         received_ns = time.time_ns()
         table, repaired = pop_repaired(decode(body, content_type, encoding, received_ns, self.config.max_decoded_size))
+        refuse_foreign_hosts(table, caller)
         table, spans = pop_spans(table)
         try:
             with self._lock:
                 # dedup changes only together with the WAL append: staged() undoes it if the append
                 # raises, so neither the state nor a snapshot ever holds a key the WAL does not
-                with self.dedup.staged(table, received_ns / 1e9, spans) as keep:
+                with self.dedup.staged(table, received_ns / 1e9, spans, caller.identity) as keep:
                     accepted = int(keep.sum())
                     if accepted:
-                        seq = self.wal.append(body, content_type, encoding, received_ns)
+                        seq = self.wal.append(body, content_type, encoding, received_ns, caller.identity)
                         self._add_pending(seq, table if accepted == table.num_rows else table.filter(keep), len(body))
                 target = self.wal.last_seq
             self.wal.sync_to(target)

@@ -7,6 +7,11 @@ again. Layout: ``<state>/wal/<first-seq, 20 digits>.wal`` segments of entries::
     magic "RLW1" | seq u64 | received_ns i64 | length u64 | content type u8 | encoding u8 | pad u16 |
     crc32 u32 (of the 32 header bytes before it and the body) | body
 
+An entry written for a token bound to a node identity (:mod:`.auth`) has magic "RLW2", the
+identity's UTF-8 length in the u16 and the identity right before the body (``length`` and the crc
+cover both), so replay rebuilds the same identity-namespaced dedup keys. "RLW1" entries (no
+identity: a shared token, or written before identities existed) stay readable.
+
 Group commit: appends only `write()`; a caller that needs durability calls :meth:`Wal.sync_to`. The
 first waiter becomes the leader, fdatasyncs everything written so far and wakes every waiter its
 sync covered; the others wait. So N concurrent requests cost one fsync, not N.
@@ -31,7 +36,7 @@ from .storage import sync_directory
 
 log = logging.getLogger("ranklog.archive.wal")
 
-_MAGIC = b"RLW1"
+_MAGIC, _MAGIC_IDENTITY = b"RLW1", b"RLW2"
 _HEAD = struct.Struct("<4sQqQBBH")  # 32 bytes
 _CRC = struct.Struct("<I")
 HEADER_SIZE = _HEAD.size + _CRC.size
@@ -44,6 +49,7 @@ class WalEntry:
     content_type: int
     encoding: int
     body: bytes
+    identity: str | None = None  # the writing token's node identity (None: a shared token)
 
 
 class WalFailure(RuntimeError):
@@ -103,16 +109,21 @@ class Wal:
     def _parse(data: bytes, position: int) -> tuple[WalEntry | None, int]:
         if len(data) - position < HEADER_SIZE:
             return None, position
-        magic, seq, received, length, ctype, encoding, _ = _HEAD.unpack_from(data, position)
+        magic, seq, received, length, ctype, encoding, name_length = _HEAD.unpack_from(data, position)
         (crc,) = _CRC.unpack_from(data, position + _HEAD.size)
         start = position + HEADER_SIZE
         end = start + length
-        if magic != _MAGIC or end > len(data):
+        if magic not in (_MAGIC, _MAGIC_IDENTITY) or end > len(data):
             return None, position
         body = data[start:end]
         if zlib.crc32(body, zlib.crc32(data[position:position + _HEAD.size])) != crc:
             return None, position
-        return WalEntry(seq, received, ctype, encoding, body), end
+        identity = None
+        if magic == _MAGIC_IDENTITY:
+            if name_length > length:
+                return None, position
+            identity, body = body[:name_length].decode("utf-8"), body[name_length:]
+        return WalEntry(seq, received, ctype, encoding, body, identity), end
 
     # --- append --------------------------------------------------------------------------------
     def open_for_append(self) -> None:
@@ -126,20 +137,23 @@ class Wal:
         self._segment_bytes = os.fstat(self._fd).st_size
         sync_directory(self.directory)
 
-    def append(self, body: bytes, content_type: int, encoding: int, received_ns: int) -> int:
+    def append(self, body: bytes, content_type: int, encoding: int, received_ns: int,
+               identity: str | None = None) -> int:
         """Write one entry (not yet durable) and return its seq. Callers serialize appends."""
         self._raise_if_failed()
         if self._segment_bytes >= self.segment_size:
             self._rotate()
         seq = self.last_seq + 1
-        head = _HEAD.pack(_MAGIC, seq, received_ns, len(body), content_type, encoding, 0)
-        crc = zlib.crc32(body, zlib.crc32(head))
+        name = identity.encode("utf-8") if identity is not None else b""
+        magic = _MAGIC if identity is None else _MAGIC_IDENTITY
+        head = _HEAD.pack(magic, seq, received_ns, len(name) + len(body), content_type, encoding, len(name))
+        crc = zlib.crc32(body, zlib.crc32(name, zlib.crc32(head)))
         try:
-            self._write_all(head + _CRC.pack(crc), body)
+            self._write_all(head + _CRC.pack(crc) + name, body)
         except OSError as exc:  # a partial entry may be on disk: later entries would sit behind it
             self._failure = exc
             raise WalFailure(f"WAL write failed: {exc}") from exc
-        self._segment_bytes += HEADER_SIZE + len(body)
+        self._segment_bytes += HEADER_SIZE + len(name) + len(body)
         self.last_seq = seq
         return seq
 
