@@ -171,6 +171,17 @@ def _records_lost(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return fire, quiet
 
 
+def _unexpected_duplicates(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    dups = f'ranklog_agent_unexpected_duplicates_total{{{_labels(instance=NODE1, job=AGENT_JOB)}}}'
+    fire = [Scenario("a first send of a record answered 'duplicate' (forged key, shared token)", {
+        **_up(), dups: "0x10 1x20"}, "15m", [{"instance": NODE1, "job": AGENT_JOB}]),
+        Scenario("the agent's first ACK after a restart already held one (series born at 1)", {
+            **_up(), dups: "_x35 1x20"}, "45m", [{"instance": NODE1, "job": AGENT_JOB}])]
+    quiet = [Scenario("only the agent's own re-sends were duplicates (counter stays 0)", {**_up(), dups: "0x40"}, "30m"),
+             Scenario("one an hour ago, none since", {**_up("1x100"), dups: "0x10 1x90"}, "95m")]
+    return fire, quiet
+
+
 def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     rejected = "ranklog_archive_rejected_requests_total"
     unauthorized = f'{rejected}{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, reason="unauthorized")}}}'
@@ -212,6 +223,7 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
         "RanklogAgentDown": _down(AGENT_JOB, NODE1), "RanklogArchiveDown": _down(ARCHIVE_JOB, ARCHIVE),
         "RanklogShippingBacklogGrowing": _backlog, "RanklogOldestUnshippedTooOld": _oldest,
         "RanklogAgentUnreadablePaths": _unreadable, "RanklogAgentRecordsLost": _records_lost,
+        "RanklogAgentUnexpectedDuplicates": _unexpected_duplicates,
         "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,
         "RanklogRetentionNotRunning": _retention,
     }

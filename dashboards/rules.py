@@ -73,6 +73,7 @@ class Thresholds:
     oldest_unshipped_for: str = "5m"
     unreadable_paths_for: str = "10m"  # a path the agent cannot read for this long (not a passing race)
     lost_records_window: str = "30m"  # an agent gave up on a record within this window: alert at once
+    unexpected_duplicates_window: str = "30m"  # an archive claimed records the agent never sent: alert at once
     rejected_requests: int = 0  # more than this many refused requests within the window
     rejected_window: str = "10m"
     rejected_for: str = "2m"
@@ -267,6 +268,14 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"Within {t.lost_records_window} the ranklog agent on node {{{{ $labels.instance }}}} gave up on "
               f"records (reason {{{{ $labels.reason }}}}): an archive refused them for good, even as plain text "
               f"records. The agent's log names each one's file and offset.", "ranklog-agent.rules"),
+        Alert("RanklogAgentUnexpectedDuplicates",
+              f"sum by (instance, job) ({new_or_increase(f'ranklog_agent_unexpected_duplicates_total{{{agent}}}', t.unexpected_duplicates_window)}) > 0",
+              "0m", "critical", "agent",
+              "An archive holds records under the keys of {{ $labels.instance }} that its agent never sent",
+              f"Within {t.unexpected_duplicates_window} an archive answered records of node "
+              f"{{{{ $labels.instance }}}} as duplicates although its agent had never sent them: another client "
+              f"wrote under this node's keys (a shared token, a forged source_id) and these records were not "
+              f"stored. The agent's log names the sources.", "ranklog-agent.rules"),
         Alert("RanklogArchiveDown", f"up{{{archive}}} == 0", t.archive_down_for, "critical", "archive",
               "ranklog archive {{ $labels.instance }} is down",
               "Prometheus cannot scrape the ranklog archive {{ $labels.instance }}: agents buffer in their "

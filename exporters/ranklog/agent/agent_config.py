@@ -153,12 +153,13 @@ class AgentConfig:
             raise ValueError("sources: give at least one --source or --preset")
 
     def token(self) -> str:
-        """The first non-empty line of the token file (re-read on demand: tokens rotate)."""
+        """The first field of the first non-empty, non-comment line of the token file (re-read on
+        demand: tokens rotate). The archive's ``TOKEN IDENTITY HOST…`` line works here as is."""
         try:
             with open(self.token_file, encoding="utf-8") as handle:
                 for line in handle:
-                    if line.strip():
-                        return line.strip()
+                    if line.strip() and not line.lstrip().startswith("#"):
+                        return line.split()[0]
         except OSError as exc:
             raise ValueError(f"token_file: cannot read {self.token_file}: {exc.strerror}") from None
         raise ValueError(f"token_file: {self.token_file} holds no token")

@@ -20,6 +20,7 @@ class Chunk:
     state: dict[str, Any]  # parser state after `end`
     batch: Any = None  # pyarrow.RecordBatch
     rows: int = 0
+    maybe_sent: bool = False  # an earlier agent process may have shipped these bytes (see agent.answers)
     acked: bool = field(default=False, repr=False)
 
     @property

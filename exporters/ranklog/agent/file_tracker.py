@@ -64,6 +64,7 @@ class FileTracker:
         self._inodes: dict[tuple[int, int], TrackedFile] = {}
         self.dirty = False  # checkpoint content changed
         self.urgent = False  # a new generation must be recorded before its first byte ships
+        self._starting = True  # until the first poll: files found now may have been shipped by a previous run
 
     # --- lookups ----------------------------------------------------------------------------
 
@@ -96,6 +97,7 @@ class FileTracker:
             tf.read_offset = tf.parse_offset = entry.offset
             tf.watermark = Watermark(entry.offset, dict(entry.parser_state))
             tf.note_size(st.st_size, time.time())
+            tf.resend_below = st.st_size
             tf.detached = path != entry.path and path not in specs
             self._add(tf)
             if st.st_size < entry.offset:
@@ -131,6 +133,7 @@ class FileTracker:
             chunks += self._check(tf)
         for item in opened:
             self._adopt(item, found)
+        self._starting = False
         live_paths = {tf.path for tf in self._live() if not tf.detached}
         for path in found:
             if path not in live_paths:
@@ -203,6 +206,7 @@ class FileTracker:
             # what the file holds now belongs to the new generation: seen, so a loss of it is counted
             # even if the next truncation comes before the next poll (polls run late on a busy node)
             fresh.note_size(os.fstat(fresh.fd).st_size, time.time())
+            fresh.resend_below = fresh.size if self._starting else 0
             self._add(fresh)
             self._identify(fresh)
         self.dirty = True
@@ -254,6 +258,7 @@ class FileTracker:
             missed = TrackedFile(path=original, fd=fd, format=tf.format, fields=dict(tf.fields),
                                  options=dict(tf.options), generation=generation, detached=True)
             missed.note_size(st.st_size, time.time())
+            missed.resend_below = st.st_size if self._starting else 0
             log.info("%s holds a generation of %s the agent had not seen; reading it (%d bytes)",
                      path, original, st.st_size)
             self._add(missed)
@@ -282,7 +287,7 @@ class FileTracker:
             "msg": f"ranklog agent: {nbytes} bytes of this file were lost ({reason}) before they were read",
             "ranklog_lost_bytes": nbytes, "ranklog_lost_reason": reason}])
         batch = table.to_batches()[0]
-        return Chunk(tf.key, offset, offset, {}, batch, 1)
+        return Chunk(tf.key, offset, offset, {}, batch, 1, maybe_sent=offset < tf.resend_below)
 
     def _restart_generation(self, tf: TrackedFile) -> None:
         """At start: a checkpointed file is shorter than its acknowledged offset."""
@@ -290,7 +295,7 @@ class FileTracker:
         self.by_key.pop(tf.key, None)
         self._inodes.pop(tf.inode, None)
         fresh = TrackedFile(path=tf.path, fd=tf.fd, format=tf.format, fields=tf.fields, options=tf.options,
-                            generation=tf.generation + 1, detached=tf.detached)
+                            generation=tf.generation + 1, detached=tf.detached, resend_below=tf.resend_below)
         self._add(fresh)
 
     def _adopt(self, item: Opened, found: dict[str, SourceSpec]) -> None:
@@ -305,7 +310,7 @@ class FileTracker:
         if item.spec.format != "auto":
             _, fields = resolve_format(item.path, item.spec.format)
         self._add(TrackedFile(path=item.path, fd=item.fd, format=item.spec.format, fields=fields,
-                              options=dict(item.spec.options)))
+                              options=dict(item.spec.options), resend_below=item.st.st_size if self._starting else 0))
 
     def _follow_rename(self, path: str) -> None:
         try:

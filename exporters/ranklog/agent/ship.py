@@ -5,8 +5,11 @@ A request is an Arrow IPC stream (lz4- or zstd-compressed buffers) of the chunks
 hold ``batch_bytes`` raw bytes or their oldest chunk waited ``batch_latency``. ``senders`` threads
 send concurrently. A request is never dropped: every failure is counted by reason and retried on the
 next available endpoint (see :mod:`.endpoints`); a 413 splits it into smaller bodies; a permanent
-refusal (400/422) is bisected down to the refused record (see :meth:`Shipper._deliver`). Only a 2xx
-acknowledges, and only then are its chunks handed back (``on_ack``) to advance checkpoints.
+refusal (400/422) is bisected down to the refused record (see :meth:`Shipper._deliver`); a 403
+``host_not_allowed`` (a bound token, records whose line named another host) is sent again under this
+node's host (:mod:`.answers`). Only a 2xx acknowledges, and only then are its chunks handed back
+(``on_ack``) to advance checkpoints. Each ACK's duplicate count is checked against what this agent
+may have sent before (:mod:`.answers`): the rest are unexpected duplicates, counted and logged.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..record import SPANS_METADATA_KEY
+from .answers import duplicates_in, refused_hosts, rehost
 from .chunk import Chunk
 from .endpoints import Endpoints, parse_retry_after
 
@@ -41,6 +45,8 @@ class Part:
     table: Any  # pyarrow.Table
     quarantined: bool = False
     spans: list[tuple[str, int, int]] | None = None  # byte spans it holds every record of (whole chunks)
+    maybe_sent: Any = None  # numpy bool per row: the archive may already hold it (a re-send)
+    rehosted: bool = False
     _body: bytes | None = None
 
     @property
@@ -57,7 +63,14 @@ class Part:
     def halves(self) -> list[Part]:
         """Two parts of half the rows each; neither holds a whole chunk, so neither declares spans."""
         middle = -(-self.rows // 2)
-        return [Part(self.table.slice(0, middle)), Part(self.table.slice(middle))]
+        sent = self.maybe_sent
+        return [Part(self.table.slice(0, middle), maybe_sent=None if sent is None else sent[:middle],
+                     rehosted=self.rehosted),
+                Part(self.table.slice(middle), maybe_sent=None if sent is None else sent[middle:],
+                     rehosted=self.rehosted)]
+
+    def expected_duplicates(self) -> int:
+        return self.rows if self.maybe_sent is None else int(self.maybe_sent.sum())
 
 
 def quarantine(table, error: str):
@@ -200,8 +213,11 @@ class Shipper:
         that is refused it is counted lost (``ranklog_agent_lost_records_total{reason="refused"}``),
         logged with its key and alerted on. Either way the rest ships and the checkpoint moves on.
         """
+        import numpy as np
+
         spans = [(c.key, c.start, c.end) for c in request.chunks if c.rows and c.end > c.start]
-        parts: list[Part] = [Part(self._table(request), spans=spans)]
+        sent = np.concatenate([np.full(c.rows, c.maybe_sent) for c in request.chunks if c.rows])
+        parts: list[Part] = [Part(self._table(request), spans=spans, maybe_sent=sent)]
         while parts and not self._stop.is_set():
             index, wait = self.endpoints.choose(request.preferred)
             if index is None:
@@ -211,7 +227,12 @@ class Shipper:
             status, detail = self._post(client, index, part.body(self._schema, self._cfg.compression))
             if status is not None and 200 <= status < 300:
                 self.endpoints.succeeded(index)
+                self._check_duplicates(part, detail, index)
                 parts.pop(0)
+            elif status is None or status >= 500:  # it may have been stored before the failure
+                part.maybe_sent = None
+            elif status == 403 and refused_hosts(detail) is not None:
+                parts[0:1] = self._rehosted(part, refused_hosts(detail) or [], index)
             elif (status == 413 or status in PERMANENT_STATUSES) and part.rows > 1:
                 parts[0:1] = part.halves()
                 log.warning("archive %s refused %d record(s) (HTTP %s); splitting them to isolate the cause",
@@ -225,17 +246,46 @@ class Shipper:
         self._metrics.agent_ship_seconds.observe(time.monotonic() - request.started)
         return True
 
+    def _check_duplicates(self, part: Part, answer: str, index: int) -> None:
+        """Duplicates beyond what this agent may have sent before: the archive claims to hold records
+        this node never sent (see :mod:`.answers`); they were not stored."""
+        unexpected = duplicates_in(answer) - part.expected_duplicates()
+        if unexpected > 0:
+            self._metrics.agent_unexpected_duplicates.inc(unexpected)
+            sources = sorted(set(part.table.column("source_id").to_pylist()))
+            log.warning("archive %s answered %d record(s) as duplicates that this agent never sent before "
+                        "(source %s): another client holds data under this node's keys (a shared token? a "
+                        "forged source_id?) and these records were NOT stored; counted in "
+                        "ranklog_agent_unexpected_duplicates_total", self.endpoints.items[index].url, unexpected,
+                        ", ".join(sources[:5]) + (f" and {len(sources) - 5} more" if len(sources) > 5 else ""))
+
+    def _rehosted(self, part: Part, hosts: list[str], index: int) -> list[Part]:
+        """A 403 host_not_allowed: the part again under this node's host (once); a token that may not
+        even write this node's own host is a configuration error, retried like any refused token."""
+        own = self._cfg.host
+        if part.rehosted or own in hosts:
+            log.error("archive %s refuses records of host %s with our token: the token file's binding does not "
+                      "allow this node's own name (--host %s); fix the archive's tokens file",
+                      self.endpoints.items[index].url, ", ".join(hosts[:5]), own)
+            self.endpoints.refused_token(index)
+            return [part]
+        log.warning("archive %s refused records naming host(s) %s (this node's token may write only its own); "
+                    "sending them as host %s with the line's host in attrs.line_host",
+                    self.endpoints.items[index].url, ", ".join(hosts[:5]), own)
+        return [Part(rehost(part.table, hosts, own), part.quarantined, part.spans, part.maybe_sent, rehosted=True)]
+
     def _refused(self, part: Part, status: int, detail: str) -> list[Part]:
         """A single record refused for good: its text stand-in to send, or nothing once that was refused too."""
         row = part.table.drop_columns(["ts"]).to_pylist()[0]
         key = f"{row.get('source')} (source_id {row.get('source_id')}) offset {row.get('offset')}"
         if not part.quarantined:
             log.error("archive refused the record at %s (HTTP %s: %s); sending it again as a text record "
-                      "with the error in attrs.ship_error", key, status, detail)
+                      "with the error in attrs.ship_error", key, status, detail[:300])
             self._metrics.agent_quarantined_records.inc()
-            return [Part(quarantine(part.table, f"HTTP {status}: {detail}"), quarantined=True)]
+            return [Part(quarantine(part.table, f"HTTP {status}: {detail}"), quarantined=True,
+                         maybe_sent=part.maybe_sent, rehosted=part.rehosted)]
         log.error("archive refused even the text stand-in of the record at %s (HTTP %s: %s); it is LOST, "
-                  "counted in ranklog_agent_lost_records_total{reason=\"refused\"}", key, status, detail)
+                  "counted in ranklog_agent_lost_records_total{reason=\"refused\"}", key, status, detail[:300])
         self._metrics.agent_lost_records.labels(reason="refused").inc()
         return []
 
@@ -260,8 +310,11 @@ class Shipper:
             self._fail(index, "tls" if tls else "connect", None, repr(exc))
             return None, ""
         status = response.status_code
-        detail = response.text[:300]
+        detail = response.text
         if 200 <= status < 300:
+            return status, detail
+        if status == 403 and refused_hosts(detail) is not None:
+            self._metrics.agent_ship_failures.labels(reason="host_not_allowed").inc()
             return status, detail
         if status in (401, 403):
             self._metrics.agent_ship_failures.labels(reason="unauthorized").inc()

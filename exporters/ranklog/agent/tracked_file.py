@@ -70,6 +70,9 @@ class TrackedFile:
     inode: tuple[int, int] = (0, 0)  # (dev, inode) of the open descriptor
     detached: bool = False  # rotated away or deleted: read to the end, then let go
     retired: bool = False  # an old generation (before a truncation): only waits for its acks
+    # Bytes below this offset may have been shipped by an earlier agent process (the file's size when
+    # this process first saw it, for files it found at start); a duplicate of them is expected.
+    resend_below: int = 0
 
     def identify(self, host: str, ip: str) -> bool:
         """Take the file's identity once it has bytes; True when it was identified now.
@@ -131,7 +134,8 @@ class TrackedFile:
         batch = result.batch
         rows = batch.num_rows if batch is not None else 0
         chunk = Chunk(self.key, self.parse_offset, self.parse_offset + consumed,
-                      copy.deepcopy(self.ctx.state), batch if rows else None, rows)
+                      copy.deepcopy(self.ctx.state), batch if rows else None, rows,
+                      maybe_sent=self.parse_offset < self.resend_below)
         self.parse_offset += consumed
         self.watermark.add(chunk)
         return chunk, result.errors
