@@ -49,6 +49,7 @@ from ranklog.archive.replacement import HourOwner  # noqa: E402
 from ranklog.archive.storage import Storage  # noqa: E402
 from tests.helpers.archive_proc import arrow_body, running_archive  # noqa: E402
 from tests.helpers.corpus import generate, write_jsonl  # noqa: E402
+from tests.helpers.procs import process_cpu_seconds  # noqa: E402
 from tests.helpers.seaweedfs import running_seaweedfs  # noqa: E402
 
 CACHE = REPO / ".cache" / "bench_archive"
@@ -100,12 +101,6 @@ def _flush_queue_bytes(url: str) -> float:
         if line.startswith("ranklog_archive_wal_bytes "):
             return float(line.split()[1])
     return 0.0
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process `pid` (all its threads), from /proc: load-insensitive cost."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def warm_up_bodies(table: pa.Table, compression: str) -> list[bytes]:

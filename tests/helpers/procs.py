@@ -35,3 +35,9 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10.
     if log not in (None, subprocess.DEVNULL):
         log.close()
     return proc.returncode
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` (all its threads), from /proc: load-insensitive cost."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -27,11 +27,13 @@ from collections.abc import Callable
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-HEADER_OVERHEAD = 4  # ": " and CRLF around each header line
-
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header deadline and a header size limit (see the module)."""
+    """uvicorn's httptools protocol with a header deadline and a header size limit (see the module).
+
+    Cheap per request (the archive's agents send many small ones): a request only stamps its head's
+    deadline; one timer per connection checks it, re-armed only when it fires early or is not pending.
+    """
 
     header_timeout: float = 10.0
     max_header_size: int = 64 * 1024
@@ -40,52 +42,53 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
-        self._awaiting_head = True  # between a request's first byte (or the connection) and its headers' end
-        self._head_received = 0  # bytes received while the head was incomplete (bounds a head still arriving)
-        self._head_size = 0  # request target + header lines parsed so far (the size of a complete head)
+        self._head_deadline: float | None = None  # loop time by which the head in progress must be complete
         self._head_begun = False  # llhttp saw the first byte of the request (a 408 is then due, not a silent close)
+        self._head_received = 0  # bytes received while the head was incomplete (bounds a head still arriving)
         self._refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm_head_timer()
+        self._head_deadline = self.loop.time() + self.header_timeout
+        self._arm_head_timer(self.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_head_timer()
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        if self._awaiting_head:
+        if self._head_deadline is not None:
             self._head_received += len(data)
         super().data_received(data)
-        if (self._awaiting_head and self._head_received > self.max_header_size and not self._refused
+        if (self._head_deadline is not None and self._head_received > self.max_header_size and not self._refused
                 and not self.transport.is_closing()):
             self._refuse(431, "header_too_large", f"request head exceeds max_header_size ({self.max_header_size} bytes)")
 
     # Parser callbacks
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if not self._awaiting_head:
-            self._awaiting_head, self._head_received, self._head_size = True, 0, 0
+        if self._head_deadline is None:  # the next request on a kept-alive (or pipelined) connection
+            self._head_deadline, self._head_received = self.loop.time() + self.header_timeout, 0
+            if self._head_timer is None:
+                self._arm_head_timer(self.header_timeout)
         self._head_begun = True
-        self._arm_head_timer()
-
-    def on_url(self, url: bytes) -> None:
-        self._add_to_head(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self._awaiting_head:  # (chunked trailers come through here too, after the head)
-            self._add_to_head(len(name) + len(value) + HEADER_OVERHEAD)
-        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._cancel_head_timer()
-        self._awaiting_head, self._head_received, self._head_size, self._head_begun = False, 0, 0, False
-        if not self._refused:
-            super().on_headers_complete()
+        self._head_deadline, self._head_begun = None, False
+        if self._refused:
+            return
+        # The complete head as parsed: target + header lines (uvicorn keeps them in self.url / self.headers).
+        size = len(self.url) + sum(len(name) + len(value) for name, value in self.headers) + 4 * len(self.headers)
+        if size > self.max_header_size:
+            # Answered and closed now; llhttp finishes the chunk at hand (the callbacks below ignore it), and
+            # data_received drops anything after.
+            self._refuse(431, "header_too_large", f"request head exceeds max_header_size ({self.max_header_size} bytes)")
+            return
+        super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
@@ -96,36 +99,24 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             super().on_message_complete()
 
     # The guard
-    def _add_to_head(self, size: int) -> None:
-        self._head_size += size
-        if self._head_size > self.max_header_size and not self._refused:
-            # Answered and closed now; llhttp finishes the chunk at hand (callbacks below ignore it), and
-            # data_received drops anything after.
-            self._refuse(431, "header_too_large", f"request head exceeds max_header_size ({self.max_header_size} bytes)")
+    def _arm_head_timer(self, delay: float) -> None:
+        self._head_timer = self.loop.call_later(delay, self._check_head)
 
-    def _arm_head_timer(self) -> None:
-        if self._head_timer is None and not self._refused:
-            self._head_timer = self.loop.call_later(self.header_timeout, self._head_timed_out)
-
-    def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_timed_out(self) -> None:
+    def _check_head(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing() or not self._awaiting_head:
+        if self._refused or self._head_deadline is None or self.transport.is_closing():
+            return  # no head in progress: the next one arms the timer again
+        remaining = self._head_deadline - self.loop.time()
+        if remaining > 0:  # a later head than the one this timer was armed for
+            self._arm_head_timer(remaining)
             return
         message = f"request head not received within {self.header_timeout:g}s"
-        if self._head_begun:
-            self._refuse(408, "header_timeout", message)
-        else:  # a connection that never sent a byte: nothing to answer
-            self._refuse(None, "header_timeout", message)
+        # A connection that never sent a byte gets no answer (nothing to answer).
+        self._refuse(408 if self._head_begun else None, "header_timeout", message)
 
     def _refuse(self, status: int | None, reason: str, message: str) -> None:
         """Answer `status` (None: no answer) with `Connection: close`, close, and count it."""
         self._refused = True
-        self._cancel_head_timer()
         self._unset_keepalive_if_required()
         if status is not None:
             body = message.encode()
