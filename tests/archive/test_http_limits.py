@@ -113,7 +113,7 @@ def test_slow_heads_get_408_and_silent_connections_are_closed(server):
     before = refused["header_timeout"]
     ended = trickle_heads(port, 5, b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: abcdefghijklmnop\r\n\r\n", 0.1, 5.0)
     assert [e.status for e in ended] == ["408"] * 5
-    assert all(TIMEOUT <= e.seconds < TIMEOUT + 1.5 for e in ended), ended
+    assert all(TIMEOUT - 0.05 <= e.seconds < TIMEOUT + 1.5 for e in ended), ended  # (timed from accept)
     with _connect(port) as sock:  # connects and says nothing: closed without an answer
         started = time.monotonic()
         assert _answer(sock) == b""
