@@ -155,6 +155,37 @@ def _archive_dataset(source: ArchiveSource, files: list[DataFile]) -> Any:
                       filesystem=source.filesystem)
 
 
+def scan_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
+               wanted: list[str]) -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
+    """(partition, batch) of the rows of `files` matching `spec` (columns `wanted`), file by file in the
+    given order. This is the per-file work an engine may spread: :mod:`.ray_engine` runs it over
+    chunks of whole hour partitions as Ray tasks and puts the results back in this order."""
+    import pyarrow as pa
+
+    if is_text_search(spec):
+        yield from search_files(source, files, spec, wanted)
+        return
+    partition_of = {f.path: f.partition for f in files}
+    expression = spec.expression()
+    # One scanner per few files: pyarrow reads whole files ahead of a slow consumer (an export),
+    # so chunking is what bounds memory; within a chunk files are still read in parallel.
+    for first in range(0, len(files), CHUNK_FILES):
+        chunk = files[first:first + CHUNK_FILES]
+        scanner = _archive_dataset(source, chunk).scanner(
+            columns=wanted, filter=expression, batch_size=BATCH_ROWS, use_threads=True,
+            batch_readahead=READAHEAD_BATCHES, fragment_readahead=READAHEAD_FILES)
+        try:
+            for tagged_batch in scanner.scan_batches():
+                yield partition_of[tagged_batch.fragment.path], spec.python_filter(tagged_batch.record_batch)
+        except pa.ArrowInvalid as exc:
+            raise _legacy_ts_error(exc, chunk) from None
+
+
+def count_rows(source: ArchiveSource, files: list[DataFile], spec: QuerySpec) -> int:
+    """Rows of `files` matching `spec`'s expression, from Parquet statistics where they decide."""
+    return _archive_dataset(source, files).count_rows(filter=spec.expression()) if files else 0
+
+
 def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
@@ -165,25 +196,9 @@ def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) ->
     if spec.descending:
         order = {p: i for i, p in enumerate(sorted({f.partition for f in files}, reverse=True))}
         files = sorted(files, key=lambda f: order[f.partition])
-    partition_of = {f.path: f.partition for f in files}
     wanted = _internal_columns(spec, columns, bool(needs_dedup))
-    expression = spec.expression()
-
-    def scan_chunks() -> Iterator[tuple[tuple[str, int], pa.RecordBatch]]:
-        # One scanner per few files: pyarrow reads whole files ahead of a slow consumer (an export),
-        # so chunking is what bounds memory; within a chunk files are still read in parallel.
-        for first in range(0, len(files), CHUNK_FILES):
-            chunk = files[first:first + CHUNK_FILES]
-            scanner = _archive_dataset(source, chunk).scanner(
-                columns=wanted, filter=expression, batch_size=BATCH_ROWS, use_threads=True,
-                batch_readahead=READAHEAD_BATCHES, fragment_readahead=READAHEAD_FILES)
-            try:
-                for tagged_batch in scanner.scan_batches():
-                    yield partition_of[tagged_batch.fragment.path], spec.python_filter(tagged_batch.record_batch)
-            except pa.ArrowInvalid as exc:
-                raise _legacy_ts_error(exc, chunk) from None
-
-    tagged = search_files(source, files, spec, wanted) if is_text_search(spec) else scan_chunks()
+    runner = getattr(source, "runner", None)
+    tagged = (runner.scan_files if runner is not None else scan_files)(source, files, spec, wanted)
     if not spec.order and not needs_dedup:
         yield from (batch for _, batch in tagged if batch.num_rows)
         return
@@ -317,7 +332,8 @@ def count(source: Any, spec: QuerySpec) -> int:
         elif _partitions_needing_dedup(files):
             total = sum(batch.num_rows for batch in scan(source, unlimited, DEDUP_KEY))
         else:
-            total = _archive_dataset(source, files).count_rows(filter=spec.expression())
+            runner = getattr(source, "runner", None)
+            total = (runner.count_rows if runner is not None else count_rows)(source, files, spec)
     else:
         # A search already holds the text columns after its first phase: counting them reads nothing more.
         counted = ["msg"] if is_text_search(spec) else ["ts"]

@@ -37,7 +37,6 @@ filters besides the text (time, level, host …), as the dataset scanner would.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -271,7 +270,10 @@ def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
     other_filters = dataclasses.replace(spec, contains=None, regex=None).expression()  # all but the text
     literals = search_literals(spec)
     plans = plan_days(source, files, literals) if literals else {}
-    workers = max(1, min(len(files), os.cpu_count() or 1))
+    import pyarrow as pa
+
+    # Arrow's CPU pool size: the machine's cores, or what a Ray task was given (ray_engine sets it).
+    workers = max(1, min(len(files), pa.cpu_count()))
 
     def one(data_file: DataFile) -> tuple[DataFile, pa.Table | None]:
         plan = plans.get(data_file.date)
