@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.net import free_port
+from tests.helpers.ray_cluster import running_ray_cluster
 from tests.helpers.seaweedfs import SeaweedFS, running_seaweedfs
 
 
@@ -36,3 +37,12 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory):
 def s3_root(seaweedfs: SeaweedFS) -> str:
     """A fresh, empty archive root on the session's SeaweedFS."""
     return f"s3://{seaweedfs.new_bucket()}/archive"
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A real two-node Ray cluster (``ray start --head`` plus a second node process, one CPU each, on
+    loopback) for the whole session: the Ray engine's tests share it."""
+    with running_ray_cluster(nodes=2, cpus_per_node=1) as cluster:
+        yield cluster
+

@@ -28,11 +28,35 @@ def add_source_flags(parser: argparse.ArgumentParser) -> None:
                        help="a raw log directory, parsed on the fly (no service needed)")
 
 
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """--engine / --ray_address: where an archive scan runs (:mod:`ranklog.query.ray_engine`)."""
+    group = parser.add_argument_group("engine")
+    group.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="where the archive scan runs: this process (local, default) or tasks on your Ray "
+                            "cluster (ray; needs the 'ray' extra; a local root must be at the same path on every node)")
+    group.add_argument("--ray_address", "--ray-address", dest="ray_address", metavar="HOST:PORT",
+                       help="the Ray cluster for --engine ray: its head's HOST:PORT, ray://HOST:PORT or auto "
+                            "(default $RAY_ADDRESS)")
+
+
 def open_from_args(args: argparse.Namespace) -> Any:
     from ranklog.query.sources import open_source
 
-    return open_source(archive=args.archive, log_dir=args.log_dir, token_file=args.token_file,
-                       progress=sys.stderr.isatty())
+    source = open_source(archive=args.archive, log_dir=args.log_dir, token_file=args.token_file,
+                         progress=sys.stderr.isatty())
+    engine = getattr(args, "engine", "local")
+    if engine != "local" or getattr(args, "ray_address", None):
+        from ranklog.query.ray_engine import attach
+
+        attach(source, engine, args.ray_address, getattr(args, "command", None) or "query")
+    return source
+
+
+def report_engine(source: Any) -> None:
+    """One line on stderr saying where a distributed scan ran (tasks, files, nodes, time)."""
+    runner = getattr(source, "runner", None)
+    if runner is not None and runner.tasks:
+        print(runner.summary(), file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._source_flags import Parser, add_source_flags, open_from_args, read_errors
+from ._source_flags import Parser, add_engine_flags, add_source_flags, open_from_args, read_errors, report_engine
 
 _EPILOG = """examples:
   ranklog diagnose --log_dir ./logs --start_time "2025-10-01 08:00:00" --end_time "2025-10-01 12:00:00" \\
@@ -26,6 +26,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description="Filter and export log records.", epilog=_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_flags(parser)
+    add_engine_flags(parser)
     add_filter_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="FILE", help="write to FILE; format from the extension "
@@ -59,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
     with read_errors(source.describe()):
         if args.count:
             print(engine.count(source, spec))
+            report_engine(source)
             return 0
         columns = split_list(args.columns) or (TABLE_COLUMNS if fmt == "table" else None)
         selected = engine.check_columns(columns)
@@ -68,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
             # A terminal shows the first rows; reading one more than shown tells "there are more".
             spec = dataclasses.replace(spec, limit=TABLE_MAX_ROWS + 1)
         rows = export(engine.scan(source, spec, selected), schema, fmt, args.output, table_rows=table_rows)
+    report_engine(source)
     if args.output:
         print(f"wrote {rows} record{'s' if rows != 1 else ''} to {args.output}", file=sys.stderr)
     return 0

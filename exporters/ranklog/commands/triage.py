@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._source_flags import add_source_flags, open_from_args, read_errors
+from ._source_flags import add_engine_flags, add_source_flags, open_from_args, read_errors, report_engine
 
 _EPILOG = """examples:
   ranklog triage --archive /srv/ranklog --job ppo-qwen7b --since 6h
@@ -33,6 +33,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Find the rank that failed first, and why.",
                                      epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_flags(parser)
+    add_engine_flags(parser)
     add_selection_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
     parser.add_argument("--annotate", metavar="URL",
@@ -64,7 +65,9 @@ def run_triage(args: argparse.Namespace):
     source = open_from_args(args)
     with read_errors(source.describe()):
         data = TriageData.from_source(source, start, end)
-        return analyze(data, args.job, start, end)
+        result = analyze(data, args.job, start, end)
+    report_engine(source)
+    return result
 
 
 def main(args: argparse.Namespace) -> int:

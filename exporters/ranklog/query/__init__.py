@@ -14,6 +14,6 @@ Public API (triage and report use these)::
     n = engine.count(source, spec)
 
 Modules: ``filters`` (QuerySpec, flag parsing), ``sources`` (where data lives), ``engine`` (pruning,
-filtering, ordering, dedup), ``trace_index``, ``outputs`` (table/CSV/JSON/NDJSON/Parquet), ``remote``
+filtering, ordering, dedup), ``ray_engine`` (the per-file scan as Ray tasks, ``--engine ray``), ``trace_index``, ``outputs`` (table/CSV/JSON/NDJSON/Parquet), ``remote``
 (HTTP client of the archive's ``/v1/query``), ``trace``, ``stats``, ``integrity``.
 """

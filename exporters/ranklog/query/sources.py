@@ -91,6 +91,9 @@ class ArchiveSource:
     """A hive-partitioned archive root on any pyarrow filesystem (local directory, s3://, gs://…)."""
 
     kind = "archive"
+    # Where the engine's per-file work runs: None is this process; the CLI's ``--engine ray`` sets a
+    # :class:`ranklog.query.ray_engine.RayRunner`.
+    runner: Any = None
 
     def __init__(self, filesystem: pafs.FileSystem, root: str, label: str | None = None) -> None:
         self.filesystem = filesystem

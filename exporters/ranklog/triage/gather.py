@@ -149,9 +149,11 @@ class TriageData:
         """From a :func:`ranklog.query.sources.open_source` source (archive dir/URI/URL or log dir).
 
         A local archive is read by DuckDB straight from its Parquet files; a log directory, object
-        storage and a remote archive go through the query engine (parsing, remote protocol).
+        storage, a remote archive and an archive scanned on a Ray cluster (``--engine ray``: the files
+        are read and filtered by Ray tasks, the analysis runs here) go through the query engine.
         """
-        if getattr(source, "kind", None) == "archive" and getattr(source, "local_root", None) is not None:
+        if getattr(source, "kind", None) == "archive" and getattr(source, "local_root", None) is not None \
+                and getattr(source, "runner", None) is None:
             files = source.list_files(start_ns, end_ns)
             writers = {f.archive_id for f in files}
             return cls.from_parquet([f.path for f in files], source.describe(), dedup=len(writers) > 1)
