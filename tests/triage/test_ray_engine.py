@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers.procs import REPO, ranklog_cmd
 from tests.helpers.query_data import write_archive
+from tests.query.test_ray_engine import nodes_in
 from tests.scenarios.harness import ROOT, load
 
 pytestmark = pytest.mark.slow  # a Ray cluster (once per session) and two triage processes per scenario
@@ -30,17 +31,20 @@ def _triage(root, env: dict[str, str] | None = None, *flags: str) -> tuple[dict,
     return result, done.stderr
 
 
-@pytest.mark.parametrize("name", ["torchrun_hang_two_nodes", "ray_verl_worker_group"])
-def test_verdict_is_the_local_engines(name, tmp_path, ray_cluster):
+def test_verdicts_are_the_local_engines(tmp_path, ray_cluster):
     from ranklog.parse.directory import read_log_dir
 
-    scenario = load(ROOT / name)
-    write_archive(read_log_dir(str(scenario.out)), tmp_path / "archive", files_per_hour=3)
-    local, _ = _triage(tmp_path / "archive")
-    distributed, stderr = _triage(tmp_path / "archive", {"RAY_ADDRESS": ray_cluster.address}, "--engine", "ray")
-    assert distributed == local
-    assert "on 2 nodes" in stderr, stderr
-    verdict, truth = local["verdict"], scenario.truth
-    assert (verdict["status"] != "no failure") == truth.failure
-    if truth.failure:
-        assert verdict["ranks"][:1] == [truth.rank] and verdict["category"] == truth.category
+    nodes: set[str] = set()
+    for name in ("torchrun_hang_two_nodes", "ray_verl_worker_group"):
+        scenario = load(ROOT / name)
+        root = tmp_path / name
+        write_archive(read_log_dir(str(scenario.out)), root, files_per_hour=6)
+        local, _ = _triage(root)
+        distributed, stderr = _triage(root, {**ray_cluster.env, "RAY_ADDRESS": ray_cluster.address}, "--engine", "ray")
+        assert distributed == local, name
+        nodes |= nodes_in(stderr)
+        verdict, truth = local["verdict"], scenario.truth
+        assert (verdict["status"] != "no failure") == truth.failure, name
+        if truth.failure:
+            assert verdict["ranks"][:1] == [truth.rank] and verdict["category"] == truth.category, name
+    assert nodes == {node[:8] for node in ray_cluster.node_ids}
