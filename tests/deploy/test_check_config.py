@@ -43,3 +43,14 @@ def test_unknown_key_fails_naming_it(component, tmp_path) -> None:
 def test_unknown_component_is_a_usage_error(tmp_path) -> None:
     proc = _check("grafana", tmp_path / "x.yaml")
     assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_tokens_file_check_names_the_line_never_the_token(tmp_path) -> None:
+    """The archive role validates its templated tokens file with the archive's own parser."""
+    path = tmp_path / "archive.tokens"
+    path.write_text("# managed\nshared-0123456789abcdef\nnode1-token-0123456789 node1 node1 node1.example.com\n")
+    assert _check("tokens", path).returncode == 0
+    path.write_text("node1-token-0123456789 node1\nnode1-token-0123456789 node2\n")
+    proc = _check("tokens", path)
+    assert proc.returncode == 1 and "archive.tokens:2" in proc.stderr
+    assert "node1-token-0123456789" not in proc.stderr

@@ -2,6 +2,8 @@
 
 Used by the roles' `validate:` so a bad key fails the play (naming the key) before the file
 replaces a working one:  ranklog-check-config agent|archive FILE
+The archive's tokens file is checked the same way (``tokens FILE``: the archive's own parser; the
+error names the line, never a token).
 """
 
 from __future__ import annotations
@@ -16,10 +18,19 @@ CONFIG_CLASSES = {
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in CONFIG_CLASSES:
-        print(f"usage: ranklog-check-config {{{'|'.join(CONFIG_CLASSES)}}} FILE", file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in (*CONFIG_CLASSES, "tokens"):
+        print(f"usage: ranklog-check-config {{{'|'.join(CONFIG_CLASSES)}|tokens}} FILE", file=sys.stderr)
         return 2
     component, path = argv
+    if component == "tokens":
+        from ranklog.archive.auth import TokenStore
+
+        try:
+            TokenStore(path)
+        except OSError as exc:
+            print(f"ranklog tokens: {exc}", file=sys.stderr)
+            return 1
+        return 0
     from ranklog.config_loader import load_config
     from ranklog.errors import UserError
 
