@@ -1,6 +1,8 @@
 """A real HTTP proxy in front of a real archive that refuses (400) every Arrow body holding a record it
 picks, and forwards everything else unchanged: how a reliability test gets "an archive that refuses
 one specific record" (the archive itself keeps any value; a proxy, a WAF or a future schema rule may not).
+While `closed` it answers every body 429 (Retry-After: 1) without forwarding it: a gate that holds an
+agent's first sends back until a test has set the stage.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class RefusingProxy:
     refuse: Callable[[dict], bool]
     refused: int = 0  # requests answered 400
     forwarded: int = 0
+    closed: bool = False  # answer 429 to everything (nothing reaches the archive)
     _client: httpx.AsyncClient = field(default_factory=lambda: httpx.AsyncClient(timeout=60))
 
     @property
@@ -36,6 +39,8 @@ class RefusingProxy:
 
     async def ingest(self, request: Request) -> Response:
         body = await request.body()
+        if self.closed:
+            return JSONResponse({"error": "proxy gate closed"}, status_code=429, headers={"Retry-After": "1"})
         table = pa.ipc.open_stream(body).read_all()
         if any(map(self.refuse, table.drop_columns(["ts"]).to_pylist())):
             self.refused += 1
@@ -47,8 +52,8 @@ class RefusingProxy:
 
 
 @contextmanager
-def refusing_proxy(upstream: str, refuse: Callable[[dict], bool]) -> Iterator[RefusingProxy]:
-    proxy = RefusingProxy(free_port(), upstream, refuse)
+def refusing_proxy(upstream: str, refuse: Callable[[dict], bool], closed: bool = False) -> Iterator[RefusingProxy]:
+    proxy = RefusingProxy(free_port(), upstream, refuse, closed=closed)
     app = Starlette(routes=[Route("/v1/ingest", proxy.ingest, methods=["POST"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=proxy.port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -57,6 +57,9 @@ def openapi_document() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Error": _ERROR,
+                "HostRefusal": {"type": "object", "required": ["error", "reason", "hosts"], "properties": {
+                    "error": {"type": "string"}, "reason": {"const": "host_not_allowed"},
+                    "hosts": {"type": "array", "items": {"type": "string"}}}},
                 "NdjsonRecord": _record_schema(),
                 "IngestResult": {"type": "object", "required": ["accepted", "duplicates"], "properties": {
                     "accepted": {"type": "integer", "minimum": 0}, "duplicates": {"type": "integer", "minimum": 0}}},
@@ -74,6 +77,9 @@ def openapi_document() -> dict[str, Any]:
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/IngestResult"}}}},
                     "400": _refusal("body does not decode or does not match the record schema"),
                     "401": _refusal("missing or invalid bearer token"),
+                    "403": {"description": "the token is bound to a node identity and the body holds records of "
+                                           "hosts it may not write; nothing of the body was stored",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HostRefusal"}}}},
                     "413": _refusal("body (or its decoded size) exceeds the configured limit"),
                     "415": _refusal("unsupported Content-Type or Content-Encoding"),
                     "429": _refusal("too many concurrent requests", retry_after=True),
