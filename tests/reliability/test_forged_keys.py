@@ -157,5 +157,5 @@ def test_forged_keys_with_a_shared_token_are_reported_by_the_agent(tmp_path, rec
     assert [status for status, _ in answers] == [200, 200]  # the Arrow copy is the NDJSON one's duplicate
     assert json.loads(answers[1][1])["duplicates"] == 2
     assert lost == 1 and 0 not in offsets and duplicated == 0 and len(offsets) == FIRST + MORE - 1
-    assert unexpected == 1
+    assert unexpected == 1 and sorted(forged["offset"].to_pylist()) == [0, 10**15]  # the forgery holds B's key
     assert "never sent before" in agent_log and SHARED not in agent_log
