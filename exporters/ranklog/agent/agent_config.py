@@ -85,7 +85,7 @@ class AgentConfig:
     SECTION: ClassVar[str] = "agent"  # a file may hold the keys under `agent:`
 
     archive: list[str] = field(default_factory=list, metadata={"help": "archive base URLs (comma-separated)"})
-    token_file: str = field(default="", metadata={"help": "file whose first line is the bearer token"})
+    token_file: str = field(default="", metadata={"help": "file whose first line starts with the bearer token"})
     state_dir: str = field(default="/var/lib/ranklog-agent", metadata={"help": "checkpoints live here"})
     metrics_listen: str = field(default="127.0.0.1:9465", metadata={"help": "HOST:PORT of /metrics ('' = off)"})
     preset: list[str] = field(default_factory=list, metadata={"help": f"presets: {', '.join(PRESETS)}"})

@@ -94,7 +94,9 @@ class ArchiveConfig:
 
     root: str = field(default="", metadata={"help": "archive root: a directory or s3://bucket/prefix"})
     listen: str = field(default="127.0.0.1:8470", metadata={"help": "HOST:PORT to serve HTTP(S) on"})
-    token_file: str = field(default="", metadata={"help": "bearer tokens, one per line (re-read when it changes)"})
+    token_file: str = field(default="", metadata={"help": (
+        "bearer tokens, one per line: TOKEN (shared, any host) or TOKEN IDENTITY [HOST-GLOB…] (bound to a node's "
+        "hosts); re-read when it changes")})
     archive_id: str = field(default_factory=default_archive_id, metadata={
         "help": "names this instance's files; instances sharing a root need distinct ids (default: host name)",
         "show_default": False})
