@@ -100,6 +100,15 @@ grid = (
     .add(timeseries("Reading paused", targets((f"ranklog_agent_reading_paused{{{AGENTS}}}", "{{instance}}")),
                     "bool_yes_no", "1 while an agent pauses reading because the archive cannot keep up.",
                     thresholds=steps(("green", None), ("orange", 1))), w=8)
+    .add(timeseries("Parse workers busy", targets(
+        (rate("ranklog_agent_parse_worker_busy_seconds_total", AGENTS, "instance, worker"), "{{instance}} {{worker}}"),
+        (f"ranklog_agent_parse_workers{{{AGENTS}}}", "workers {{instance}}")), "short",
+        "Cores' worth of parsing per worker (1 = a worker parses all the time: the node logs faster than it "
+        "parses, more parse_workers would help if CPUs are free), and the number of workers."), w=8)
+    .add(timeseries("Pipeline queues", targets((f"ranklog_agent_queue_depth{{{AGENTS}}}", "{{instance}} {{queue}}")),
+                    "short", "Items waiting in each agent's pipeline: pieces with the parse workers, batches for "
+                             "the metrics thread, requests for the senders. Full parse queues with idle senders "
+                             "mean parsing is the bottleneck; a full ship queue means the archive is."), w=8)
     .row("Archive")
     .add(timeseries("Archive ingest", targets((rate("ranklog_archive_ingested_records_total", ARCHIVES, "instance"),
                                                "ingested {{instance}}"),

@@ -64,6 +64,13 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_agent_lost_records_total", "counter", "Records given up on: refused by the archive even as a text record.", ("reason",)),
     MetricSpec("ranklog_agent_reading_paused", "gauge", "1 while reading is paused because the archive cannot keep up."),
     MetricSpec("ranklog_agent_ship_seconds", "histogram", "Time from send to acknowledgement of a batch.", buckets=_FLUSH_BUCKETS),
+    MetricSpec("ranklog_agent_parse_workers", "gauge", "Parse worker processes (parse_workers; 1 = the reading thread parses)."),
+    MetricSpec("ranklog_agent_parse_worker_busy_seconds_total", "counter",
+               "Seconds spent parsing, by worker ('0', '1', …; 'reader' when the reading thread parses).", ("worker",)),
+    MetricSpec("ranklog_agent_parse_worker_restarts_total", "counter", "Parse worker processes that died and were replaced."),
+    MetricSpec("ranklog_agent_queue_depth", "gauge",
+               "Items waiting in the agent's pipeline, by queue: parse (pieces sent to parse workers, unanswered), "
+               "observe (batches for the metrics thread), ship (requests waiting for a sender).", ("queue",)),
     # Archive.
     MetricSpec("ranklog_archive_ingested_records_total", "counter", "Records durably accepted (after dedup).", component="archive"),
     MetricSpec("ranklog_archive_ingested_bytes_total", "counter", "Request body bytes accepted.", component="archive"),

@@ -48,6 +48,19 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and of its children, living (e.g. the agent's parse workers) and reaped."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
+    for child in Path(f"/proc/{pid}/task").glob("*/children"):
+        for text in child.read_text().split():
+            try:
+                total += tree_cpu_seconds(int(text))
+            except OSError:
+                pass  # it ended meanwhile (its time is then in our reaped children's)
+    return total
+
+
 def count_lines(path: Path) -> int:
     try:
         with path.open("rb") as handle:

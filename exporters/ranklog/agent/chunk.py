@@ -18,8 +18,10 @@ class Chunk:
     start: int
     end: int
     state: dict[str, Any]  # parser state after `end`
-    batch: Any = None  # pyarrow.RecordBatch
+    batch: Any = None  # pyarrow.RecordBatch (None when a parse worker sent `encoded` and `summary` instead)
     rows: int = 0
+    encoded: bytes | None = None  # the batch as a compressed Arrow IPC message (ship.encode_message)
+    summary: Any = None  # log_metrics.BatchSummary of the batch
     maybe_sent: bool = False  # an earlier agent process may have shipped these bytes (see agent.answers)
     acked: bool = field(default=False, repr=False)
 

@@ -62,6 +62,8 @@ class FileTracker:
         self.by_key: dict[str, TrackedFile] = {}
         # (dev, inode) → the live file holding it; stable because every tracked file stays open.
         self._inodes: dict[tuple[int, int], TrackedFile] = {}
+        self.pooled = cfg.parse_workers > 1  # files are parsed by worker processes (.parse_pool)
+        self.released: list[TrackedFile] = []  # let go since the last look (their parse workers forget them)
         self.dirty = False  # checkpoint content changed
         self.urgent = False  # a new generation must be recorded before its first byte ships
         self._starting = True  # until the first poll: files found now may have been shipped by a previous run
@@ -192,7 +194,8 @@ class FileTracker:
                 fresh.generation = self._adopt_newer_copies(fresh.path, tf, st) + 1
         else:
             kept = tf.read_offset
-            chunk, _ = tf.flush_pending()
+            # the pending rest is parsed as complete now, or, by a worker, once its pieces are back
+            chunk, _ = (None, 0) if self.pooled else tf.flush_pending()
             chunks += [chunk] if chunk is not None else []
             log.info("%s was truncated at offset %d%s", tf.path, tf.read_offset,
                      f"; starting over as generation {tf.generation + 1}" if fresh else "")
@@ -336,7 +339,7 @@ class FileTracker:
 
     def _let_go(self, now: float) -> None:
         for tf in list(self.files):
-            done = tf.retired and tf.watermark.pending == 0 and not tf.carry
+            done = tf.retired and tf.watermark.pending == 0 and tf.parse_offset == tf.read_offset and not tf.inflight
             done = done or (tf.detached and tf.key is not None and tf.drained and tf.read_offset >= tf.size
                             and now - tf.last_data >= self.cfg.rotate_grace)
             done = done or (tf.detached and tf.key is None and now - tf.last_data >= self.cfg.rotate_grace)
@@ -347,6 +350,7 @@ class FileTracker:
                 if self._inodes.get(tf.inode) is tf:
                     del self._inodes[tf.inode]
                 tf.close()
+                self.released.append(tf)
                 self.dirty = True
 
     def _count_lost(self, path: str, nbytes: int, reason: str) -> None:

@@ -7,6 +7,8 @@ once tells whether any row may carry a failure signature (almost never; one sear
 (``pyarrow.compute.match_substring_regex``) finds the few candidate rows, which are matched in
 Python with :func:`ranklog.signatures.match`; only rows whose ``attrs`` mention an allow-listed
 training metric name are JSON-decoded. Python work is per group or per matching row, never per line.
+That vectorized half (:class:`BatchSummarizer`) yields plain values (:class:`BatchSummary`), so a parse
+worker can do it beside the parse; :class:`BatchObserver` applies them to the metric objects.
 
 Records are counted when read, not when acknowledged: after a crash the unacknowledged tail is read
 (and counted) again, a bounded over-count preferred to a metric that lags the logs by the shipping
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import signatures
@@ -52,75 +55,66 @@ def _label(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-class BatchObserver:
-    def __init__(self, metrics, budget: LabelBudget, training_metrics: list[str]) -> None:
+@dataclass
+class BatchSummary:
+    """What a batch says for the metrics, as plain values (it crosses from a parse worker by pickle)."""
+
+    records: list[tuple[str, Any, Any, int, int | None]] = field(default_factory=list)  # level, job, rank, count, newest ts_ns
+    steps: list[tuple[Any, Any, int, int]] = field(default_factory=list)  # job, rank, last step, newest ts_ns
+    signatures: list[tuple[str, Any, Any]] = field(default_factory=list)  # signature name, job, rank (one per record)
+    training: list[tuple[Any, Any, str, float]] = field(default_factory=list)  # job, rank, metric name, value
+
+
+class BatchSummarizer:
+    """The vectorized half of the metrics: a batch → its :class:`BatchSummary` (no metric objects, no state),
+    so it can run in a parse worker next to the parse."""
+
+    def __init__(self, training_metrics: list[str]) -> None:
         import pyarrow.compute as pc
 
-        self.m = metrics
-        self.budget = budget
         self.allowed = frozenset(training_metrics)
         self._pc = pc
         self._signature_regex = _signature_prefilter()
         self._block_regex = _block_prefilter()
         self._metric_regex = "|".join(re.escape(json.dumps(name)) for name in sorted(self.allowed)) or None
-        self._last_ts: dict[tuple[str, str], float] = {}
-        self._step_ts: dict[tuple[str, str], int] = {}
 
-    def observe(self, batch) -> None:
+    def summarize(self, batch) -> BatchSummary:
+        out = BatchSummary()
         if batch is None or batch.num_rows == 0:
-            return
+            return out
         import pyarrow as pa
 
         table = pa.Table.from_batches([batch])
         table = table.append_column("ts_ns", pa.array(ts_nanoseconds(table["ts"])))
-        self._records(table)
-        self._steps(table)
-        self._signatures(table)
+        self._records(table, out)
+        self._steps(table, out)
+        self._signatures(table, out)
         if self._metric_regex and table["attrs"].null_count < table.num_rows:
-            self._training_metrics(table)
+            self._training_metrics(table, out)
+        return out
 
-    def _labels(self, job: Any, rank: Any) -> tuple[str, str]:
-        return self.budget("training_job", _label(job)), self.budget("rank", _label(rank))
-
-    def _records(self, table) -> None:
+    def _records(self, table, out: BatchSummary) -> None:
         grouped = table.group_by(["level", "job", "rank"], use_threads=False).aggregate(
             [("level", "count"), ("ts_ns", "max")]).to_pydict()
-        newest: dict[tuple[str, str], float] = {}
-        for level, job, rank, count, ts in zip(grouped["level"], grouped["job"], grouped["rank"],
-                                               grouped["level_count"], grouped["ts_ns_max"], strict=True):
-            job_label, rank_label = self._labels(job, rank)
-            self.m.log_records.labels(level=level, training_job=job_label, rank=rank_label).inc(count)
-            if ts is not None:
-                key = (job_label, rank_label)
-                seconds = ts / 1e9
-                newest[key] = max(newest.get(key, seconds), seconds)
-        for key, seconds in newest.items():
-            if seconds > self._last_ts.get(key, -math.inf):
-                self._last_ts[key] = seconds
-                self.m.last_record_timestamp_seconds.labels(training_job=key[0], rank=key[1]).set(seconds)
+        out.records = list(zip(grouped["level"], grouped["job"], grouped["rank"], grouped["level_count"],
+                               grouped["ts_ns_max"], strict=True))
 
-    def _steps(self, table) -> None:
+    def _steps(self, table, out: BatchSummary) -> None:
         if table["step"].null_count == table.num_rows:
             return
         # File order is logging order: the last non-null step of a group is the rank's newest step.
         grouped = table.select(["job", "rank", "step", "ts_ns"]).group_by(["job", "rank"], use_threads=False).aggregate(
             [("step", "last"), ("ts_ns", "max")]).to_pydict()
-        for job, rank, step, ts_ns in zip(grouped["job"], grouped["rank"], grouped["step_last"],
-                                          grouped["ts_ns_max"], strict=True):
-            if step is None:
-                continue
-            key = self._labels(job, rank)
-            ts_ns = ts_ns if ts_ns is not None else 0
-            if ts_ns >= self._step_ts.get(key, -1):
-                self._step_ts[key] = ts_ns
-                self.m.training_step.labels(training_job=key[0], rank=key[1]).set(step)
+        out.steps = [(job, rank, step, ts_ns if ts_ns is not None else 0) for job, rank, step, ts_ns in
+                     zip(grouped["job"], grouped["rank"], grouped["step_last"], grouped["ts_ns_max"], strict=True)
+                     if step is not None]
 
     def _may_carry_signature(self, column) -> bool:
         if column.null_count == len(column):
             return False
         return bool(self._pc.match_substring_regex(values_as_one(column), self._block_regex)[0].as_py())
 
-    def _signatures(self, table) -> None:
+    def _signatures(self, table, out: BatchSummary) -> None:
         pc = self._pc
         # the usual batch carries none: one search over all its messages instead of one per message
         if not (self._may_carry_signature(table["msg"]) or self._may_carry_signature(table["exc"])):
@@ -135,10 +129,9 @@ class BatchObserver:
         for msg, exc, job, rank in zip(rows["msg"], rows["exc"], rows["job"], rows["rank"], strict=True):
             found = signatures.match(f"{msg or ''}\n{exc or ''}")
             if found is not None:
-                job_label, rank_label = self._labels(job, rank)
-                self.m.failure_signatures.labels(signature=found.name, training_job=job_label, rank=rank_label).inc()
+                out.signatures.append((found.name, job, rank))
 
-    def _training_metrics(self, table) -> None:
+    def _training_metrics(self, table, out: BatchSummary) -> None:
         pc = self._pc
         mask = pc.fill_null(pc.match_substring_regex(table["attrs"], self._metric_regex), False)
         candidates = table.filter(mask)
@@ -152,10 +145,7 @@ class BatchObserver:
                 continue
             if not isinstance(decoded, dict):
                 continue
-            job_label, rank_label = self._labels(job, rank)
-            for name, value in self._numeric_metrics(decoded):
-                self.m.training_metric.labels(training_job=job_label, rank=rank_label,
-                                              name=self.budget("name", name)).set(value)
+            out.training.extend((job, rank, name, value) for name, value in self._numeric_metrics(decoded))
 
     def _numeric_metrics(self, attrs: dict[str, Any]):
         """Allow-listed numeric values at the top level of attrs or under `data`/`metrics`.
@@ -172,3 +162,47 @@ class BatchObserver:
                     yield name, float(value)
                 elif isinstance(value, str) and value.strip().lower() in _NON_FINITE:
                     yield name, float(value.strip().lower())
+
+
+class BatchObserver:
+    """Updates the metrics from batches (summarized here) or from summaries (made by a parse worker)."""
+
+    def __init__(self, metrics, budget: LabelBudget, training_metrics: list[str]) -> None:
+        self.m = metrics
+        self.budget = budget
+        self.summarizer = BatchSummarizer(training_metrics)
+        self._last_ts: dict[tuple[str, str], float] = {}
+        self._step_ts: dict[tuple[str, str], int] = {}
+
+    def observe(self, batch) -> None:
+        if batch is not None and batch.num_rows:
+            self.apply(self.summarizer.summarize(batch))
+
+    def _labels(self, job: Any, rank: Any) -> tuple[str, str]:
+        return self.budget("training_job", _label(job)), self.budget("rank", _label(rank))
+
+    def apply(self, summary: BatchSummary) -> None:
+        m = self.m
+        newest: dict[tuple[str, str], float] = {}
+        for level, job, rank, count, ts in summary.records:
+            job_label, rank_label = self._labels(job, rank)
+            m.log_records.labels(level=level, training_job=job_label, rank=rank_label).inc(count)
+            if ts is not None:
+                key = (job_label, rank_label)
+                seconds = ts / 1e9
+                newest[key] = max(newest.get(key, seconds), seconds)
+        for key, seconds in newest.items():
+            if seconds > self._last_ts.get(key, -math.inf):
+                self._last_ts[key] = seconds
+                m.last_record_timestamp_seconds.labels(training_job=key[0], rank=key[1]).set(seconds)
+        for job, rank, step, ts_ns in summary.steps:
+            key = self._labels(job, rank)
+            if ts_ns >= self._step_ts.get(key, -1):
+                self._step_ts[key] = ts_ns
+                m.training_step.labels(training_job=key[0], rank=key[1]).set(step)
+        for name, job, rank in summary.signatures:
+            job_label, rank_label = self._labels(job, rank)
+            m.failure_signatures.labels(signature=name, training_job=job_label, rank=rank_label).inc()
+        for job, rank, name, value in summary.training:
+            job_label, rank_label = self._labels(job, rank)
+            m.training_metric.labels(training_job=job_label, rank=rank_label, name=self.budget("name", name)).set(value)

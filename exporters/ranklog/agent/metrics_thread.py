@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 
-from .log_metrics import BatchObserver
+from .log_metrics import BatchObserver, BatchSummary
 
 log = logging.getLogger("ranklog.agent.observe")
 _STOP = object()
@@ -29,10 +29,14 @@ class ObserverThread:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, batch) -> None:
-        """Queue a parsed batch (blocks while `backlog` batches wait)."""
-        if batch is not None and batch.num_rows:
-            self._queue.put(batch)
+    def submit(self, item) -> None:
+        """Queue a parsed batch, or a parse worker's summary of one (blocks while `backlog` items wait)."""
+        if isinstance(item, BatchSummary) or (item is not None and item.num_rows):
+            self._queue.put(item)
+
+    @property
+    def depth(self) -> int:
+        return self._queue.qsize()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Observe what is queued, then end the thread."""
@@ -42,10 +46,13 @@ class ObserverThread:
 
     def _run(self) -> None:
         while True:
-            batch = self._queue.get()
-            if batch is _STOP:
+            item = self._queue.get()
+            if item is _STOP:
                 return
             try:
-                self.observer.observe(batch)
+                if isinstance(item, BatchSummary):
+                    self.observer.apply(item)
+                else:
+                    self.observer.observe(item)
             except Exception:  # a metrics bug must not stop shipping
-                log.exception("cannot update metrics from a batch of %d records", batch.num_rows)
+                log.exception("cannot update metrics from a parsed batch")

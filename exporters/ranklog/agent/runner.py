@@ -2,7 +2,9 @@
 
 One thread reads and parses, one updates metrics from the parsed batches (:mod:`.metrics_thread`;
 pyarrow releases the GIL in its kernels, so they overlap); ``senders`` threads encode and POST
-requests. Acknowledged chunks come back through a queue and only the main thread touches tracked
+requests. With ``parse_workers`` > 1 the reading thread only reads: worker processes parse
+(:mod:`.parse_pool`), so reading, parsing and shipping overlap on several cores. Parsed pieces and
+acknowledged chunks come back through one event queue and only the main thread touches tracked
 files and checkpoints, so there is no shared mutable state but those queues and the in-flight byte
 budget. On stop, reading ends, what was already read gets ``shutdown_timeout``
 seconds to be acknowledged, and the checkpoint is written; anything not acknowledged by then is
@@ -26,6 +28,7 @@ from .discover import Discovery, DiscoveryThread
 from .file_tracker import FileTracker
 from .log_metrics import BatchObserver
 from .metrics_thread import ObserverThread
+from .parse_pool import Parsed, ParsePool, WorkerDied
 from .presets import all_sources
 from .ship import Shipper
 
@@ -39,8 +42,10 @@ class Agent:
         self.budget = InflightBudget(cfg.max_unacked_bytes, self.metrics.agent_reading_paused)
         labels = LabelBudget(self.metrics.metric_label_overflow, cfg.max_jobs, cfg.max_ranks, cfg.max_metric_names)
         self.observer = ObserverThread(BatchObserver(self.metrics, labels, cfg.training_metrics))
-        self._acks: queue.SimpleQueue[list[Chunk]] = queue.SimpleQueue()
-        self.shipper = Shipper(cfg, self.metrics, self._acks.put, arrow_schema())
+        # acknowledged chunks (from the senders) and parse workers' answers, for the main thread
+        self._events: queue.SimpleQueue[list[Chunk] | Parsed | WorkerDied] = queue.SimpleQueue()
+        self.shipper = Shipper(cfg, self.metrics, self._events.put, arrow_schema())
+        self.pool: ParsePool | None = None
         self.store = CheckpointStore(cfg.state_dir)
         self.writer: CheckpointWriter | None = None
         self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval,
@@ -56,22 +61,28 @@ class Agent:
         self.discovery.start()
         self.observer.start()
         self.shipper.start()
+        if cfg.parse_workers > 1:
+            self.pool = ParsePool(cfg.parse_workers, self.metrics, self._events.put, cfg.compression,
+                                  cfg.training_metrics)
+        else:
+            self.metrics.agent_parse_workers.set(1)
         next_poll = last_save = 0.0
         try:
             while not stop.is_set():
                 now = time.monotonic()
                 if now >= next_poll:
                     self._submit_all(self.tracker.poll(self.discovery.found, self.discovery.take()))
+                    self._forget_released()
                     self._update_gauges()
                     next_poll = now + cfg.poll_interval
-                self._drain_acks()
+                self._drain_events()
                 if self.tracker.urgent or (self.tracker.dirty and now - last_save >= cfg.checkpoint_interval):
                     self._save()
                     last_save = now
                 worked = self._read_round(now)
                 self.shipper.tick()
                 if not worked:
-                    self._wait_for_acks(min(0.05, max(0.0, next_poll - time.monotonic())))
+                    self._wait_for_event(min(0.05, max(0.0, next_poll - time.monotonic())))
         finally:
             self._shutdown()
 
@@ -82,16 +93,26 @@ class Agent:
             return False
         worked = False
         self._turn = (self._turn + 1) % len(files)
+        pool = self.pool
         for tf in files[self._turn:] + files[:self._turn]:
             if not self.budget.may_read():
                 break
-            outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now)
+            if pool is not None and tf.key is not None and not pool.may_send(tf):
+                continue  # its worker has enough to do; the file waits on disk
+            started = time.perf_counter()
+            outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now, parse_here=pool is None)
             if outcome.truncated:
                 self._submit_all(self.tracker.truncated(tf))
                 worked = True
                 continue
             if outcome.nread:
                 self.metrics.agent_bytes_read.inc(outcome.nread)
+            if outcome.raw is not None:
+                pool.send(tf, outcome.raw, outcome.final)
+                worked = True
+                continue
+            if outcome.chunk is not None or outcome.errors:
+                self.metrics.agent_parse_worker_busy_seconds.labels(worker="reader").inc(time.perf_counter() - started)
             if outcome.errors:
                 self.metrics.agent_parse_errors.labels(format=tf.format).inc(outcome.errors)
             if outcome.chunk is not None:
@@ -101,29 +122,44 @@ class Agent:
 
     def _submit_all(self, chunks: list[Chunk]) -> None:
         for chunk in chunks:
-            self.observer.submit(chunk.batch)
+            self.observer.submit(chunk.summary if chunk.summary is not None else chunk.batch)
             self.budget.take(chunk.nbytes)
             self.shipper.submit(chunk)
 
-    def _drain_acks(self) -> None:
+    def _drain_events(self) -> None:
         while True:
             try:
-                chunks = self._acks.get_nowait()
+                event = self._events.get_nowait()
             except queue.Empty:
                 return
-            self._acked(chunks)
+            self._handle(event)
 
-    def _wait_for_acks(self, timeout: float) -> None:
+    def _wait_for_event(self, timeout: float) -> None:
         try:
-            chunks = self._acks.get(timeout=timeout)
+            event = self._events.get(timeout=timeout)
         except queue.Empty:
             return
-        self._acked(chunks)
+        self._handle(event)
 
-    def _acked(self, chunks: list[Chunk]) -> None:
-        for chunk in chunks:
-            self.tracker.acked(chunk)
-            self.budget.give_back(chunk.nbytes)
+    def _handle(self, event: list[Chunk] | Parsed | WorkerDied) -> None:
+        if isinstance(event, Parsed):
+            tf, chunk, errors = self.pool.take(event)
+            if errors:
+                self.metrics.agent_parse_errors.labels(format=tf.format).inc(errors)
+            if chunk is not None:
+                self._submit_all([chunk])
+        elif isinstance(event, WorkerDied):
+            self.pool.died(event)
+        else:
+            for chunk in event:
+                self.tracker.acked(chunk)
+                self.budget.give_back(chunk.nbytes)
+
+    def _forget_released(self) -> None:
+        if self.pool is not None:
+            for tf in self.tracker.released:
+                self.pool.forget(tf)
+        self.tracker.released.clear()
 
     def _save(self) -> None:
         if self.tracker.urgent:
@@ -138,20 +174,28 @@ class Agent:
         self.metrics.agent_oldest_unshipped_seconds.set(age)
         self.metrics.agent_files_tracked.set(self.tracker.stats()["files"])
         self.budget.may_read()
+        depth = self.metrics.agent_queue_depth
+        depth.labels(queue="parse").set(self.pool.outstanding if self.pool is not None else 0)
+        depth.labels(queue="observe").set(self.observer.depth)
+        depth.labels(queue="ship").set(self.shipper.depth)
 
     def _shutdown(self) -> None:
         self.discovery.stop()
-        self.observer.stop()
-        self.shipper.tick(force=True)
         deadline = time.monotonic() + self.cfg.shutdown_timeout
-        while self.budget.inflight > 0 and time.monotonic() < deadline:
-            self._wait_for_acks(0.1)
-        self._drain_acks()
+        while time.monotonic() < deadline:
+            self.shipper.tick(force=True)
+            if self.budget.inflight <= 0 and (self.pool is None or self.pool.outstanding == 0):
+                break
+            self._wait_for_event(0.1)
+        self._drain_events()
+        self.observer.stop()
         if self.budget.inflight > 0:
             log.warning("stopping with %d bytes not yet acknowledged; they will be read again at the next start",
                         self.budget.inflight)
         self.shipper.stop(timeout=2.0)
-        self._drain_acks()
+        self._drain_events()
+        if self.pool is not None:
+            self.pool.close()
         if self.writer is not None:
             self.writer.close(self.tracker.checkpoints())
         self.tracker.close()

@@ -40,25 +40,43 @@ PERMANENT_STATUSES = frozenset({400, 422})
 
 @dataclass
 class Part:
-    """Records of a request still to acknowledge, with their encoded body (built once)."""
+    """Records of a request still to acknowledge, with their encoded body (built once).
 
-    table: Any  # pyarrow.Table
+    A request starts as the chunks' record batch messages (:func:`encode_message`, made by the parse
+    workers or by the sender); its table is decoded from the body only when it is needed (a refusal
+    to split, a duplicate answer to name).
+    """
+
+    table: Any = None  # pyarrow.Table; None while the part is only its messages
     quarantined: bool = False
     spans: list[tuple[str, int, int]] | None = None  # byte spans it holds every record of (whole chunks)
     maybe_sent: Any = None  # numpy bool per row: the archive may already hold it (a re-send)
     rehosted: bool = False
+    messages: list[bytes] | None = None
+    nrows: int = 0
     _body: bytes | None = None
 
     @property
     def rows(self) -> int:
-        return self.table.num_rows
+        return self.table.num_rows if self.table is not None else self.nrows
 
     def body(self, schema, compression: str) -> bytes:
         if self._body is None:
             if self.spans:  # lets the archive's exact dedup keep one range per file (record.SPANS_METADATA_KEY)
                 schema = schema.with_metadata({SPANS_METADATA_KEY: json.dumps(self.spans, separators=(",", ":"))})
-            self._body = encode(self.table.to_batches(), schema, compression)
+            if self.messages is not None:
+                self._body = assemble(schema, self.messages)
+            else:
+                self._body = encode(self.table.to_batches(), schema, compression)
         return self._body
+
+    def decoded(self, schema, compression: str) -> Part:
+        """This part with its table (decoded from the body when it was only messages)."""
+        if self.table is None:
+            import pyarrow as pa
+
+            self.table = pa.ipc.open_stream(self.body(schema, compression)).read_all()
+        return self
 
     def halves(self) -> list[Part]:
         """Two parts of half the rows each; neither holds a whole chunk, so neither declares spans."""
@@ -99,6 +117,9 @@ class Request:
     started: float = field(default_factory=time.monotonic)
 
 
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
 def encode(batches: list, schema, compression: str = "lz4") -> bytes:
     """One Arrow IPC stream with compressed buffers (lz4 or zstd; see AgentConfig.compression)."""
     import pyarrow as pa
@@ -108,6 +129,22 @@ def encode(batches: list, schema, compression: str = "lz4") -> bytes:
         for batch in batches:
             writer.write_batch(batch if batch.schema.equals(schema) else batch.cast(schema))
     return sink.getvalue()
+
+
+def encode_message(batch, schema, compression: str = "lz4") -> bytes:
+    """One record batch as an encapsulated Arrow IPC message (compressed buffers, no schema), so that a
+    parse worker can encode its chunk and a sender only joins messages (:func:`assemble`)."""
+    import pyarrow as pa
+
+    reader = pa.ipc.MessageReader.open_stream(pa.py_buffer(encode([batch], schema, compression)))
+    reader.read_next_message()  # the schema
+    return reader.read_next_message().serialize().to_pybytes()
+
+
+def assemble(schema, messages: list[bytes]) -> bytes:
+    """An IPC stream of `schema` (its metadata included) and record batch messages: the bytes
+    :func:`encode` writes for the same batches."""
+    return b"".join([schema.serialize().to_pybytes(), *messages, _EOS])
 
 
 class Shipper:
@@ -150,6 +187,11 @@ class Shipper:
             self._on_ack(request.chunks)
             return
         self._queue.put(request)
+
+    @property
+    def depth(self) -> int:
+        """Requests waiting for a sender thread."""
+        return self._queue.qsize()
 
     @property
     def idle(self) -> bool:
@@ -195,12 +237,15 @@ class Shipper:
                     with self._busy_lock:
                         self._busy -= 1
 
-    def _table(self, request: Request):
-        import pyarrow as pa
+    def _first_part(self, request: Request) -> Part:
+        """The request as one part: each chunk's batch message (encoded by its parse worker, or here)."""
+        import numpy as np
 
-        batches = [c.batch if c.batch.schema.equals(self._schema) else c.batch.cast(self._schema)
-                   for c in request.chunks if c.rows]
-        return pa.Table.from_batches(batches, schema=self._schema)
+        messages = [c.encoded if c.encoded is not None else encode_message(c.batch, self._schema, self._cfg.compression)
+                    for c in request.chunks if c.rows]
+        spans = [(c.key, c.start, c.end) for c in request.chunks if c.rows and c.end > c.start]
+        sent = np.concatenate([np.full(c.rows, c.maybe_sent) for c in request.chunks if c.rows])
+        return Part(messages=messages, nrows=request.rows, spans=spans, maybe_sent=sent)
 
     def _deliver(self, client, request: Request) -> bool:
         """Send until every record is acknowledged (or, refused for good, accounted); False only when
@@ -213,11 +258,7 @@ class Shipper:
         that is refused it is counted lost (``ranklog_agent_lost_records_total{reason="refused"}``),
         logged with its key and alerted on. Either way the rest ships and the checkpoint moves on.
         """
-        import numpy as np
-
-        spans = [(c.key, c.start, c.end) for c in request.chunks if c.rows and c.end > c.start]
-        sent = np.concatenate([np.full(c.rows, c.maybe_sent) for c in request.chunks if c.rows])
-        parts: list[Part] = [Part(self._table(request), spans=spans, maybe_sent=sent)]
+        parts: list[Part] = [self._first_part(request)]
         while parts and not self._stop.is_set():
             index, wait = self.endpoints.choose(request.preferred)
             if index is None:
@@ -232,14 +273,15 @@ class Shipper:
             elif status is None or status >= 500:  # it may have been stored before the failure
                 part.maybe_sent = None
             elif status == 403 and refused_hosts(detail) is not None:
-                parts[0:1] = self._rehosted(part, refused_hosts(detail) or [], index)
+                parts[0:1] = self._rehosted(part.decoded(self._schema, self._cfg.compression),
+                                            refused_hosts(detail) or [], index)
             elif (status == 413 or status in PERMANENT_STATUSES) and part.rows > 1:
-                parts[0:1] = part.halves()
+                parts[0:1] = part.decoded(self._schema, self._cfg.compression).halves()
                 log.warning("archive %s refused %d record(s) (HTTP %s); splitting them to isolate the cause",
                             self.endpoints.items[index].url, part.rows, status)
             elif status == 413 or status in PERMANENT_STATUSES:
                 self.endpoints.succeeded(index)  # the archive answered; the record is the problem
-                parts[0:1] = self._refused(part, status, detail)
+                parts[0:1] = self._refused(part.decoded(self._schema, self._cfg.compression), status, detail)
         if parts:
             return False
         self._metrics.agent_records_shipped.inc(request.rows)
@@ -252,7 +294,8 @@ class Shipper:
         unexpected = duplicates_in(answer) - part.expected_duplicates()
         if unexpected > 0:
             self._metrics.agent_unexpected_duplicates.inc(unexpected)
-            sources = sorted(set(part.table.column("source_id").to_pylist()))
+            table = part.decoded(self._schema, self._cfg.compression).table
+            sources = sorted(set(table.column("source_id").to_pylist()))
             log.warning("archive %s answered %d record(s) as duplicates that this agent never sent before "
                         "(source %s): another client holds data under this node's keys (a shared token? a "
                         "forged source_id?) and these records were NOT stored; counted in "

@@ -5,7 +5,8 @@ to its end through the descriptor, and its inode cannot be reused while it is tr
 
 - ``read_offset``: bytes read from the file;
 - ``parse_offset``: bytes the parser consumed (``carry`` holds ``read_offset - parse_offset`` bytes
-  of a pending record, re-offered with the next read);
+  of a pending record, re-offered with the next read; with parse workers the worker holds them, and
+  :mod:`.parse_pool` keeps a copy until they are parsed);
 - ``watermark.offset``: bytes acknowledged by an archive — the only offset a checkpoint records.
 
 A pending record is flushed (``final=True``) after ``idle_final`` seconds without new data, and when
@@ -15,6 +16,7 @@ a rotated file reached its end.
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import time
 from collections import deque
@@ -33,6 +35,12 @@ class ReadOutcome:
     nread: int = 0
     errors: int = 0
     truncated: bool = False  # the file was truncated under us: the tracker starts a new generation
+    # with parse_workers > 1: the bytes to parse in a worker (None: nothing to parse), and whether they end the file
+    raw: bytes | None = None
+    final: bool = False
+
+
+_UIDS = itertools.count(1)
 
 
 def resolve_format(path: str, wanted: str) -> tuple[str, dict[str, Any]]:
@@ -70,6 +78,8 @@ class TrackedFile:
     inode: tuple[int, int] = (0, 0)  # (dev, inode) of the open descriptor
     detached: bool = False  # rotated away or deleted: read to the end, then let go
     retired: bool = False  # an old generation (before a truncation): only waits for its acks
+    inflight: int = 0  # pieces sent to a parse worker and not yet answered (parse_workers > 1)
+    uid: int = field(default_factory=lambda: next(_UIDS))  # names the file to its parse worker
     # Bytes below this offset may have been shipped by an earlier agent process (the file's size when
     # this process first saw it, for files it found at start); a duplicate of them is expected.
     resend_below: int = 0
@@ -93,27 +103,37 @@ class TrackedFile:
                                        ip=ip, fields=dict(self.fields), state={}, options=dict(self.options))
         return True
 
-    def read_step(self, read_chunk: int, idle_final: float, now: float) -> ReadOutcome:
-        """Read and parse the next piece of the file.
+    def read_step(self, read_chunk: int, idle_final: float, now: float, *, parse_here: bool = True) -> ReadOutcome:
+        """Read and parse the next piece of the file (with `parse_here` False: read it, for a worker).
 
         After every read that returned bytes the head is checked again: if the file was truncated and
         rewritten past our offset since the last poll, the bytes just read belong to a new
         generation, so they are discarded (``truncated``) instead of being shipped under this one.
+        A record still pending is parsed as complete (``final``) once the file has been quiet for
+        `idle_final` seconds or was rotated away, and, for a retired generation, at once.
         """
-        if self.key is None or self.retired:
+        if self.key is None:
             return ReadOutcome()
-        data = os.pread(self.fd, read_chunk, self.read_offset)
-        if data:
-            if self.ident is not None and not head_matches(self.fd, self.ident):
-                return ReadOutcome(truncated=True)
-            self.read_offset += len(data)
-            self.last_data = now
-            buffer = self.carry + data if self.carry else data
-            final = False
-        elif self.carry and (self.detached or now - self.last_data >= idle_final):
-            buffer, final = self.carry, True
+        pending = self.read_offset > self.parse_offset and self.inflight == 0
+        if self.retired:
+            if not pending:  # (a worker's rest of a truncated generation: flushed as soon as it is all back)
+                return ReadOutcome()
+            data, final = b"", True
         else:
-            return ReadOutcome()
+            data = os.pread(self.fd, read_chunk, self.read_offset)
+            if data:
+                if self.ident is not None and not head_matches(self.fd, self.ident):
+                    return ReadOutcome(truncated=True)
+                self.read_offset += len(data)
+                self.last_data = now
+                final = False
+            elif pending and (self.detached or now - self.last_data >= idle_final):
+                final = True
+            else:
+                return ReadOutcome()
+        if not parse_here:
+            return ReadOutcome(nread=len(data), raw=data, final=final)
+        buffer = self.carry + data if self.carry else data
         chunk, errors = self._parse(buffer, final)
         return ReadOutcome(chunk, len(data), errors)
 
@@ -131,14 +151,20 @@ class TrackedFile:
         self.carry = buffer[consumed:] if consumed < len(buffer) else b""
         if consumed == 0:
             return None, result.errors
-        batch = result.batch
-        rows = batch.num_rows if batch is not None else 0
-        chunk = Chunk(self.key, self.parse_offset, self.parse_offset + consumed,
-                      copy.deepcopy(self.ctx.state), batch if rows else None, rows,
+        return self.take(consumed, result.batch, copy.deepcopy(self.ctx.state)), result.errors
+
+    def take(self, consumed: int, batch, state: dict[str, Any], rows: int | None = None) -> Chunk | None:
+        """The next `consumed` bytes from `parse_offset` were parsed into `batch` (or `rows` records a
+        worker encoded): one chunk in file order."""
+        if consumed == 0:
+            return None
+        if rows is None:
+            rows = batch.num_rows if batch is not None else 0
+        chunk = Chunk(self.key, self.parse_offset, self.parse_offset + consumed, state, batch if rows else None, rows,
                       maybe_sent=self.parse_offset < self.resend_below)
         self.parse_offset += consumed
         self.watermark.add(chunk)
-        return chunk, result.errors
+        return chunk
 
     def note_size(self, size: int, now: float) -> None:
         """Record a size seen by a poll (growth timestamps feed the oldest-unshipped age)."""
@@ -160,7 +186,8 @@ class TrackedFile:
     @property
     def drained(self) -> bool:
         """Everything read was parsed, sent and acknowledged."""
-        return (not self.carry and self.watermark.pending == 0 and self.watermark.offset == self.read_offset)
+        return (self.parse_offset == self.read_offset and self.inflight == 0 and self.watermark.pending == 0
+                and self.watermark.offset == self.read_offset)
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -1,0 +1,274 @@
+"""Parsing on more cores: raw bytes go to ``parse_workers`` worker processes, batches come back.
+
+Why processes: the parsers' Python parts hold the GIL, so parse threads did not run faster than one
+(measured: 0.9–1.3× with two threads on two cores); a process per worker does. A worker does all
+the per-line work of a piece — parse, the metrics summary, the compressed Arrow IPC message the
+request will carry — so the main process only reads, applies summaries and joins messages. What
+flows is raw bytes one way and the (lz4-compressed, ~64 bytes a line) message back.
+
+Guarantees, unchanged by the workers:
+
+- identical records: a file is parsed by one worker only, in read order, and the worker keeps the
+  unconsumed rest and the parser state between pieces exactly as the reading thread would
+  (:mod:`.parse_worker`);
+- order and checkpoints: answers for a file arrive in the order its pieces were sent (one pipe per
+  worker), become chunks in file order, and the checkpoint still moves only over acknowledged
+  chunks;
+- bounded memory: at most ``depth`` pieces per worker are unanswered; a file whose worker is full is
+  simply not read this turn (the file is the buffer);
+- a worker that dies is replaced: the bytes it held (sent and not yet parsed) are kept here until
+  they are parsed, so they go again to the new worker — even for a file rotated away or truncated
+  since — and nothing is lost or parsed twice. A worker that keeps dying (``max_restarts`` within
+  ``restart_window`` seconds) stops the agent with an error: a parser that crashes on some input
+  must be fixed, not looped on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .parse_worker import read_frame, write_frame
+from .tracked_file import TrackedFile
+
+log = logging.getLogger("ranklog.agent.parse")
+
+
+@dataclass
+class Parsed:
+    """A worker's answer for one piece of a file (delivered through the agent's event queue)."""
+
+    worker: int
+    generation: int  # of the worker process; answers of a replaced process are ignored
+    header: dict[str, Any]
+    body: bytes | None  # the batch's Arrow IPC message (ship.encode_message)
+
+
+@dataclass
+class WorkerDied:
+    worker: int
+    generation: int
+    detail: str
+
+
+@dataclass
+class _Worker:
+    index: int
+    generation: int
+    proc: subprocess.Popen
+    outbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    outstanding: int = 0  # pieces sent and not yet answered (main thread only)
+    known: set[int] = field(default_factory=set)  # files whose context this process holds
+    threads: list[threading.Thread] = field(default_factory=list)
+
+
+def _spawn(options: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ranklog.agent.parse_worker", options], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, close_fds=True)
+
+
+class ParsePool:
+    def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
+                 training_metrics: list[str] | None = None, depth: int = 3, max_restarts: int = 5,
+                 restart_window: float = 60.0) -> None:
+        self._options = json.dumps({"compression": compression, "training_metrics": list(training_metrics or [])})
+        self._metrics = metrics
+        self._deliver = deliver
+        self.depth = depth
+        self._max_restarts = max_restarts
+        self._restart_window = restart_window
+        self._restarts: deque[float] = deque()
+        self._generations = 0
+        self._closing = False
+        self._workers = [self._start(i) for i in range(workers)]
+        self._home: dict[int, int] = {}  # file uid → worker index
+        self._files: dict[int, TrackedFile] = {}
+        # bytes sent and not yet parsed, per file: [parse_offset, read_offset) of the file, exactly
+        self._held: dict[int, deque[bytes]] = {}
+        metrics.agent_parse_workers.set(workers)
+
+    # --- processes ---------------------------------------------------------------------------------
+
+    def _start(self, index: int) -> _Worker:
+        self._generations += 1
+        worker = _Worker(index, self._generations, _spawn(self._options))
+        for target, name in ((self._send_loop, "send"), (self._receive_loop, "receive")):
+            thread = threading.Thread(target=target, args=(worker,), name=f"ranklog-parse-{index}-{name}", daemon=True)
+            thread.start()
+            worker.threads.append(thread)
+        return worker
+
+    def _send_loop(self, worker: _Worker) -> None:
+        stdin = worker.proc.stdin
+        while True:
+            item = worker.outbox.get()
+            if item is None:
+                break
+            try:
+                write_frame(stdin, *item)
+            except (OSError, ValueError):
+                break  # the process died: its receiver reports it
+        try:
+            stdin.close()
+        except OSError:
+            pass
+
+    def _receive_loop(self, worker: _Worker) -> None:
+        stdout = worker.proc.stdout
+        detail = "exited"
+        while True:
+            try:
+                frame = read_frame(stdout)
+            except Exception as exc:  # a torn frame: treated like a death
+                frame, detail = None, repr(exc)
+            if frame is None:
+                break
+            header, payload = frame
+            if "error" in header:
+                detail = header["error"]
+                self._deliver(WorkerDied(worker.index, worker.generation, detail))
+                return
+            self._deliver(Parsed(worker.index, worker.generation, header, payload if header["rows"] else None))
+        code = worker.proc.wait()
+        self._deliver(WorkerDied(worker.index, worker.generation, f"{detail} (exit status {code})"))
+
+    # --- sending (main thread) ---------------------------------------------------------------------
+
+    def _worker_of(self, tf: TrackedFile) -> _Worker:
+        index = self._home.get(tf.uid)
+        if index is None:
+            load = [0] * len(self._workers)
+            for home in self._home.values():
+                load[home] += 1
+            index = self._home[tf.uid] = load.index(min(load))
+            self._files[tf.uid] = tf
+            self._held[tf.uid] = deque()
+        return self._workers[index]
+
+    def may_send(self, tf: TrackedFile) -> bool:
+        return self._worker_of(tf).outstanding < self.depth
+
+    def send(self, tf: TrackedFile, data: bytes, final: bool) -> None:
+        """Parse `data` (the bytes of `tf` right after what was sent before) in the file's worker."""
+        worker = self._worker_of(tf)
+        if data:
+            self._held[tf.uid].append(data)
+        self._post(worker, tf, data, final)
+
+    def _post(self, worker: _Worker, tf: TrackedFile, data: bytes, final: bool) -> None:
+        header: dict[str, Any] = {"op": "parse", "file": tf.uid, "offset": tf.read_offset - len(data), "final": final,
+                                  "path": tf.path, "mtime_ns": os.fstat(tf.fd).st_mtime_ns if tf.fd >= 0 else None,
+                                  "read_time_ns": time.time_ns()}
+        if tf.uid not in worker.known:
+            ctx = tf.ctx
+            header["ctx"] = {"source": tf.path, "source_id": ctx.source_id, "format": ctx.format, "host": ctx.host,
+                             "ip": ctx.ip, "fields": dict(ctx.fields), "state": dict(ctx.state),
+                             "options": dict(ctx.options)}
+            header["parse_offset"] = tf.parse_offset
+            worker.known.add(tf.uid)
+        worker.outstanding += 1
+        tf.inflight += 1
+        worker.outbox.put((header, data))
+
+    def forget(self, tf: TrackedFile) -> None:
+        """`tf` is let go: its worker drops its context."""
+        index = self._home.pop(tf.uid, None)
+        self._files.pop(tf.uid, None)
+        self._held.pop(tf.uid, None)
+        if index is not None and tf.uid in self._workers[index].known:
+            self._workers[index].known.discard(tf.uid)
+            self._workers[index].outbox.put(({"op": "forget", "file": tf.uid}, b""))
+
+    # --- answers (main thread) ---------------------------------------------------------------------
+
+    def take(self, event: Parsed):
+        """Apply one answer: (the TrackedFile, the chunk or None, lines kept as text) — (None, None, 0)
+        for an answer to forget (a replaced process, a file let go)."""
+        worker = self._workers[event.worker]
+        if event.generation != worker.generation:
+            return None, None, 0
+        worker.outstanding -= 1
+        header = event.header
+        self._metrics.agent_parse_worker_busy_seconds.labels(worker=str(event.worker)).inc(header["busy"])
+        tf = self._files.get(header["file"])
+        if tf is None:
+            return None, None, 0
+        if header["start"] != tf.parse_offset:
+            raise RuntimeError(f"parse worker {event.worker} answered for offset {header['start']} of {tf.path}, "
+                               f"expected {tf.parse_offset}")
+        tf.inflight -= 1
+        self._release(tf.uid, header["consumed"])
+        tf.ctx.state = header["state"]
+        chunk = tf.take(header["consumed"], None, dict(header["state"]), rows=header["rows"])
+        if chunk is not None and chunk.rows:
+            chunk.encoded, chunk.summary = event.body, header["summary"]
+        return tf, chunk, header["errors"]
+
+    def _release(self, uid: int, consumed: int) -> None:
+        held = self._held[uid]
+        while consumed and held:
+            first = held[0]
+            if len(first) <= consumed:
+                consumed -= len(first)
+                held.popleft()
+            else:
+                held[0] = first[consumed:]
+                consumed = 0
+
+    def died(self, event: WorkerDied) -> None:
+        """Replace a dead worker; its files' unparsed bytes go to the new process (or raise when it
+        keeps dying)."""
+        worker = self._workers[event.worker]
+        if event.generation != worker.generation or self._closing:
+            return
+        now = time.monotonic()
+        self._restarts.append(now)
+        while self._restarts and now - self._restarts[0] > self._restart_window:
+            self._restarts.popleft()
+        self._metrics.agent_parse_worker_restarts.inc()
+        worker.outbox.put(None)
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+        if len(self._restarts) > self._max_restarts:
+            raise RuntimeError(f"parse worker {event.worker} died {len(self._restarts)} times within "
+                               f"{self._restart_window:.0f}s; last: {event.detail.strip()[-2000:]}")
+        log.error("parse worker %d died (%s); starting a new one and handing it the unparsed bytes of its files",
+                  event.worker, event.detail.strip()[-2000:])
+        fresh = self._workers[event.worker] = self._start(event.worker)
+        for uid, home in self._home.items():
+            if home != event.worker:
+                continue
+            tf = self._files[uid]
+            tf.inflight = 0
+            pending = b"".join(self._held[uid])
+            self._held[uid] = deque([pending]) if pending else deque()
+            if pending:
+                self._post(fresh, tf, pending, False)
+
+    # --- gauges, stop ------------------------------------------------------------------------------
+
+    @property
+    def outstanding(self) -> int:
+        return sum(worker.outstanding for worker in self._workers)
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._closing = True
+        for worker in self._workers:
+            worker.outbox.put(None)
+        deadline = time.monotonic() + timeout
+        for worker in self._workers:
+            try:
+                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                worker.proc.wait()

@@ -1,0 +1,148 @@
+"""A parse worker process: raw bytes of tailed files in, Arrow record batches out (``parse_workers`` > 1).
+
+Run as ``python -m ranklog.agent.parse_worker '{"compression": …, "training_metrics": […]}'`` by
+:mod:`.parse_pool`, one process per worker, so the per-line work runs on other cores than the agent's
+reading and shipping (its Python parts hold the GIL: two parse threads in one process ran no faster
+than one). Per piece the worker parses, summarizes the batch for the metrics
+(:class:`.log_metrics.BatchSummarizer`) and encodes it as the compressed Arrow IPC message the
+request will carry (:func:`.ship.encode_message`); the agent's main process only joins messages. A file always goes to the same worker,
+which keeps what must flow from one piece of a file to the next exactly as the reading thread does
+when it parses itself: the unconsumed rest of the last read (a traceback still open, a line without
+its newline) and the parser state (``ctx.state``: the last measured time, Ray's actor name). So
+records are the ones of a single-process parse, byte for byte.
+
+Frames on stdin/stdout, both ways: ``<II`` (header length, payload length), a pickled header dict,
+the payload (raw file bytes in; the batch's IPC message out). Requests:
+``{"op": "parse", "file", "offset", "final", "path", "mtime_ns", "read_time_ns"[, "ctx", "parse_offset"]}``
+(``ctx`` the first time a file comes to this process) and ``{"op": "forget", "file"}``. Answers:
+``{"file", "start", "consumed", "errors", "state", "rows", "summary", "busy"}`` or ``{"error": traceback}`` (then
+the worker exits: a parser bug stops the agent loudly, as it does without workers). The worker ends
+at EOF on stdin — the agent closes it when it stops, and the kernel does when the agent dies — and
+ignores SIGTERM/SIGINT, which a service manager or a terminal sends to the whole process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import struct
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+_FRAME = struct.Struct("<II")
+
+
+def write_frame(out: BinaryIO, header: dict[str, Any], payload: bytes | memoryview = b"") -> None:
+    head = pickle.dumps(header, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_FRAME.pack(len(head), len(payload)))
+    out.write(head)
+    if len(payload):
+        out.write(payload)
+    out.flush()
+
+
+def _read_exactly(inp: BinaryIO, size: int) -> bytes | None:
+    if size == 0:
+        return b""
+    buffer = bytearray(size)
+    view, got = memoryview(buffer), 0
+    while got < size:
+        n = inp.readinto(view[got:])
+        if not n:
+            return None
+        got += n
+    return bytes(buffer) if size < 4096 else buffer  # a bytearray is a buffer pyarrow reads without copying
+
+
+def read_frame(inp: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
+    """The next (header, payload), or None at EOF (a frame cut short counts as EOF)."""
+    sizes = _read_exactly(inp, _FRAME.size)
+    if sizes is None:
+        return None
+    head_len, payload_len = _FRAME.unpack(sizes)
+    head = _read_exactly(inp, head_len)
+    payload = _read_exactly(inp, payload_len)
+    if head is None or payload is None:
+        return None
+    return pickle.loads(head), payload
+
+
+@dataclass
+class _File:
+    ctx: Any  # parse.SourceContext
+    parse_offset: int
+    carry: bytes = b""
+
+
+def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list[str]) -> int:
+    from .. import parse
+    from ..record import arrow_schema
+    from .log_metrics import BatchSummarizer
+    from .ship import encode_message
+
+    schema = arrow_schema()
+    summarizer = BatchSummarizer(training_metrics)
+
+    files: dict[int, _File] = {}
+    while True:
+        frame = read_frame(inp)
+        if frame is None:
+            return 0
+        header, payload = frame
+        if header["op"] == "forget":
+            files.pop(header["file"], None)
+            continue
+        started = time.perf_counter()
+        uid = header["file"]
+        if "ctx" in header:
+            files[uid] = _File(parse.SourceContext(**header["ctx"]), header["parse_offset"])
+        state = files[uid]
+        if state.parse_offset + len(state.carry) != header["offset"]:
+            raise RuntimeError(f"file {uid}: bytes from offset {header['offset']} do not follow the "
+                               f"{state.parse_offset + len(state.carry)} already held")
+        ctx = state.ctx
+        ctx.source, ctx.mtime_ns = header["path"], header["mtime_ns"]
+        buffer = state.carry + payload if state.carry else bytes(payload)
+        result = parse.parse(buffer, state.parse_offset, ctx, final=header["final"], read_time_ns=header["read_time_ns"])
+        consumed = result.consumed
+        state.carry = buffer[consumed:] if consumed < len(buffer) else b""
+        start = state.parse_offset
+        state.parse_offset += consumed
+        rows = result.batch.num_rows if consumed and result.batch is not None else 0
+        summary = summarizer.summarize(result.batch) if rows else None
+        body = encode_message(result.batch, schema, compression) if rows else b""
+        write_frame(out, {"file": uid, "start": start, "consumed": consumed, "errors": result.errors,
+                          "state": ctx.state, "rows": rows, "summary": summary,
+                          "busy": time.perf_counter() - started}, body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    # The agent ends its workers by closing their stdin, after it shipped what they parsed; a stop
+    # signal sent to the whole group (systemd, Ctrl-C) must not kill them first.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inp = os.fdopen(os.dup(0), "rb", buffering=1 << 20)
+    out = os.fdopen(os.dup(1), "wb", buffering=1 << 20)
+    os.dup2(2, 1)  # anything printed by accident goes to the agent's log, not into the frames
+    options = json.loads((argv if argv is not None else sys.argv[1:])[0])
+    try:
+        return serve(inp, out, options["compression"], options["training_metrics"])
+    except BrokenPipeError:
+        return 0  # the agent is gone
+    except Exception:
+        text = traceback.format_exc()
+        try:
+            write_frame(out, {"error": text})
+        except OSError:
+            pass
+        sys.stderr.write(text)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Parse worker processes (``parse_workers``): the same records as the reading thread's parse, nothing
+lost or doubled when a worker is killed, and a clear error for a bad setting."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from ranklog.agent.agent_config import allowed_cpus, default_parse_workers
+from ranklog.errors import ConfigError
+from tests.agent.conftest import assert_exactly_once, finish, start_writer, wait_archived
+from tests.agent.scripted_archive import scripted_archive
+from tests.agent.test_config_discover import _cfg
+from tests.helpers.agent_proc import running_agent
+from tests.helpers.procs import REPO
+
+SCENARIOS = REPO / "tests" / "scenarios"
+
+
+def _python_log_with_tracebacks(path: Path, records: int) -> None:
+    """Python-logging text where every 7th record carries a traceback of 5–60 lines (they straddle reads)."""
+    rng = random.Random(19)
+    out = []
+    for i in range(records):
+        level = "ERROR" if i % 7 == 3 else "INFO"
+        out.append(f"2026-12-02 12:{i // 600 % 60:02d}:{i // 10 % 60:02d},{i % 1000:03d} - trainer.rank{i % 4} - "
+                   f"{level} - step {i} {'failed' if level == 'ERROR' else 'done'} loss {rng.random():.4f}\n")
+        if level == "ERROR":
+            out.append("Traceback (most recent call last):\n")
+            for depth in range(rng.randint(2, 30)):
+                out.append(f'  File "/opt/train/module_{depth}.py", line {rng.randint(1, 900)}, in f{depth}\n')
+                out.append(f"    value = compute_{depth}(x)  # {'y' * rng.randint(0, 80)}\n")
+            out.append(f"RuntimeError: CUDA error: an illegal memory access was encountered (step {i})\n")
+        if i % 50 == 0:
+            out.append("plain print without a timestamp\n\n")
+    path.write_text("".join(out))
+
+
+def _ranklog_jsonl(path: Path, records: int) -> None:
+    lines = [f'{{"ts":"2026-12-02T12:00:{i % 60:02d}.{i:06d}Z","level":"INFO","msg":"record {i}","rank":1,'
+             f'"job":"j","seq":{i}}}\n' if i % 13 else f"not json at all {i}\n" for i in range(records)]
+    path.write_text("".join(lines))
+
+
+def _corpus(root: Path) -> Path:
+    """Real Ray and torchrun output (as the tools wrote it) plus generated multi-line Python and JSON logs."""
+    corpus = root / "corpus"
+    shutil.copytree(SCENARIOS / "ray_task_exception_text" / "out", corpus / "ray", copy_function=shutil.copy2)
+    shutil.copytree(SCENARIOS / "torchrun_exception" / "out", corpus / "torchrun", copy_function=shutil.copy2)
+    (corpus / "app").mkdir()
+    _python_log_with_tracebacks(corpus / "app" / "train.log", 1500)
+    _ranklog_jsonl(corpus / "app" / "rank-1.pid-7.0.jsonl", 3000)
+    return corpus
+
+
+LOG_METRICS = ("ranklog_log_records_total", "ranklog_failure_signatures_total", "ranklog_training_step",
+               "ranklog_last_record_timestamp_seconds", "ranklog_agent_parse_errors_total")
+
+
+def _ship(corpus: Path, workdir: Path, token_file: Path, workers: int) -> tuple[pa.Table, float, dict]:
+    """Every record the agent ships of `corpus` with `workers` parse workers, its worker-busy seconds, and
+    the metrics it read from the logs."""
+    with scripted_archive() as archive, running_agent(
+            [archive.url], token_file, workdir / "state",
+            sources=[f"{corpus}/ray/**/*", f"{corpus}/torchrun/**/*", f"{corpus}/app/*.log:python",
+                     f"{corpus}/app/*.jsonl:ranklog"],
+            extra_args=["--host", "node1", "--parse-workers", str(workers), "--read-chunk", "4KB",
+                        "--idle-final", "200ms"]) as agent:
+        scrape = agent.wait_idle(timeout=120)
+        assert scrape.value("ranklog_agent_parse_workers") == workers
+        busy = scrape.value("ranklog_agent_parse_worker_busy_seconds_total")
+        from_logs = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in scrape.samples
+                     if s.name in LOG_METRICS}
+    table = pa.concat_tables(archive.tables)
+    return table.sort_by([("source_id", "ascending"), ("offset", "ascending")]), busy, from_logs
+
+
+def test_records_are_identical_with_one_and_three_parse_workers(tmp_path: Path, token_file: Path) -> None:
+    corpus = _corpus(tmp_path)
+    inline, inline_busy, inline_metrics = _ship(corpus, tmp_path / "one", token_file, 1)
+    pooled, pooled_busy, pooled_metrics = _ship(corpus, tmp_path / "three", token_file, 3)
+    assert inline.num_rows > 4000 and inline_busy > 0 and pooled_busy > 0
+    # 4 KB reads cut tracebacks (up to ~60 lines) and Ray's actor-name state across pieces
+    tracebacks = [exc for exc in inline.column("exc").to_pylist() if exc and exc.count("\n") > 20]
+    assert tracebacks, "the corpus should hold tracebacks longer than one read"
+    assert set(inline.column("format").to_pylist()) >= {"python", "ranklog", "text", "torchrun"}
+    for name in inline.column_names:
+        assert inline.column(name).to_pylist() == pooled.column(name).to_pylist(), f"column {name} differs"
+    # the workers' metric summaries add up to what the reading thread's own observation gives
+    assert any(name == "ranklog_failure_signatures_total" for name, _ in inline_metrics)
+    assert inline_metrics == pooled_metrics
+
+
+def _parse_workers_of(agent_pid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == agent_pid and b"ranklog.agent.parse_worker" in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.slow
+def test_killed_parse_workers_are_replaced_and_nothing_is_lost_or_doubled(tmp_path: Path, token_file: Path,
+                                                                           archive) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = 60_000
+    writer = start_writer(logs / "rank-0.pid-1.0.jsonl", "--lines", str(lines), "--rate", "10000", log_dir=tmp_path)
+    with running_agent([archive.url], token_file, tmp_path / "state", sources=[f"{logs}/*.jsonl:ranklog"],
+                       extra_args=["--parse-workers", "2", "--read-chunk", "64KB"]) as agent:
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") > 1000, timeout=60)
+        killed = 0
+        for _ in range(3):
+            workers = _parse_workers_of(agent.proc.pid)
+            assert len(workers) == 2, workers
+            os.kill(random.choice(workers), signal.SIGKILL)
+            killed += 1
+            time.sleep(1.0)
+        finish(writer)
+        scrape = agent.wait_idle(timeout=120)
+        assert scrape.value("ranklog_agent_parse_worker_restarts_total") == killed
+        assert len(_parse_workers_of(agent.proc.pid)) == 2
+        assert "parse worker" in agent.log() and "died" in agent.log()
+    table = wait_archived(archive.root, lines)
+    assert_exactly_once(table, set(range(lines)))
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_a_bad_parse_workers_value_fails_naming_the_key(tmp_path: Path, value: str) -> None:
+    with pytest.raises((ConfigError, ValueError), match="parse_workers"):
+        _cfg(tmp_path, "--source", "/x/*.log", "--parse-workers", value).validate()
+
+
+def test_parse_workers_default_follows_the_allowed_cpus(tmp_path: Path, monkeypatch) -> None:
+    assert _cfg(tmp_path, "--source", "/x/*.log").parse_workers == default_parse_workers()
+    assert default_parse_workers() == min(allowed_cpus(), 4) >= 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7})
+    group = Path("/proc/self/cgroup").read_text().splitlines()[-1].split(":", 2)[2].lstrip("/")
+    limited = tmp_path / "cg" / group
+    limited.mkdir(parents=True)
+    (limited / "cpu.max").write_text("150000 100000\n")  # CPUQuota=150%
+    assert allowed_cpus(str(tmp_path / "cg")) == 2
+    (limited / "cpu.max").write_text("max 100000\n")
+    assert allowed_cpus(str(tmp_path / "cg")) == 8
+
+
+def test_a_worker_that_keeps_dying_stops_the_agent_loudly() -> None:
+    import queue
+
+    import prometheus_client
+
+    from ranklog.agent.parse_pool import ParsePool, WorkerDied
+    from ranklog.metrics import create
+
+    events: queue.SimpleQueue = queue.SimpleQueue()
+    metrics = create("agent", prometheus_client.CollectorRegistry())
+    pool = ParsePool(1, metrics, events.put, max_restarts=2)
+    try:
+        with pytest.raises(RuntimeError, match="parse worker 0 died 3 times"):
+            for _ in range(3):
+                pool._workers[0].proc.kill()
+                event = events.get(timeout=30)
+                assert isinstance(event, WorkerDied)
+                pool.died(event)
+        assert metrics.agent_parse_worker_restarts._value.get() == 3
+    finally:
+        pool.close()

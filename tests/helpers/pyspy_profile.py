@@ -1,0 +1,115 @@
+"""Where a running agent's time goes: py-spy samples of every thread (and parse worker), by stage.
+
+    with recording(pid, out_path, rate=200, native=True):
+        ...  # the load
+    print(format_breakdown(breakdown(out_path)))
+
+py-spy (PyPI ``py-spy``) samples the process from outside — no instrumentation in the agent — with
+``--threads --idle --subprocesses`` so idle threads are sampled too, and ``--native`` so that a thread
+waiting for the GIL shows CPython's ``take_gil`` on its stack. Each sample is put in one stage by the
+frames on its stack (first rule that matches, see :data:`STAGES`), and in one thread role (main
+loop, metrics thread, sender, parse worker, …). A stage's share is samples / (rate × seconds): the
+number of threads' worth of time it took, so 1.0 is one thread busy (or waiting) all the time.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+# (stage, substrings of a frame that put a sample there), in priority order
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("GIL wait", ("take_gil",)),
+    ("parse", ("ranklog/parse/",)),
+    ("encode (Arrow IPC + lz4)", ("encode (ranklog/agent/ship.py", "body (ranklog/agent/ship.py",
+                                  "_table (ranklog/agent/ship.py")),
+    ("HTTP: waiting for the ACK", ("_receive_event (httpcore", "_receive_response_headers (httpcore",
+                                   "read (httpcore/_backends")),
+    ("HTTP: request", ("httpx/", "httpcore/", "h11/")),
+    ("metrics from batches", ("ranklog/agent/log_metrics.py",)),
+    ("worker IPC (pipes, Arrow IPC)", ("parse_pool.py", "parse_worker.py")),
+    ("reading files", ("read_step (ranklog/agent/tracked_file.py", "ranklog/agent/file_tracker.py",
+                       "ranklog/agent/discover.py")),
+    ("checkpoints", ("ranklog/agent/checkpoint.py",)),
+    ("idle: waiting for work", ("wait (threading.py", "get (queue.py", "_wait_for_event", "select (selectors.py",
+                                "serve_forever", "accept (socket.py", "sleep")),
+)
+ROLES: tuple[tuple[str, str], ...] = (
+    ("parse worker", "parse_worker.py"),
+    ("main loop", "run (ranklog/agent/runner.py"),
+    ("metrics thread", "_run (ranklog/agent/metrics_thread.py"),
+    ("senders", "_run (ranklog/agent/ship.py"),
+    ("pool pipes", "_loop (ranklog/agent/parse_pool.py"),
+)
+
+
+@dataclass
+class Recording:
+    path: Path
+    rate: int
+    seconds: float = 0.0
+
+
+@contextmanager
+def recording(pid: int, out: Path, rate: int = 200, native: bool = True, gil: bool = False) -> Iterator[Recording]:
+    """py-spy samples `pid` (and its children) into `out` (raw collapsed stacks) while the block runs.
+
+    With `gil`, only the thread holding the GIL is sampled (py-spy ``--gil``): the samples over
+    rate × seconds are the share of time the GIL was held at all."""
+    cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", str(rate), "--format",
+           "raw", "--output", str(out), "--threads", "--subprocesses", "--nonblocking"]
+    cmd += ["--gil"] if gil else ["--idle"]
+    cmd += ["--native"] if native else []
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # attached
+    result = Recording(out, rate)
+    started = time.monotonic()
+    try:
+        yield result
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        result.seconds = time.monotonic() - started
+        if not out.exists():
+            raise RuntimeError(f"py-spy wrote no profile: {err.decode(errors='replace')[-2000:]}")
+
+
+def _classify(frames: str, rules) -> str:
+    for name, needles in rules:
+        if any(needle in frames for needle in needles):
+            return name
+    return "other"
+
+
+def breakdown(raw: Path) -> dict[str, Counter]:
+    """{role: Counter(stage → samples)} from a raw py-spy profile."""
+    out: dict[str, Counter] = {}
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        role = _classify(stack, [(name, (needle,)) for name, needle in ROLES])
+        out.setdefault(role, Counter())[_classify(stack, STAGES)] += int(count)
+    return out
+
+
+def format_breakdown(parts: dict[str, Counter], rate: int, seconds: float) -> str:
+    """A table: stage rows, role columns, threads' worth of time (samples / (rate × seconds))."""
+    roles = [name for name, _ in ROLES if name in parts] + (["other"] if "other" in parts else [])
+    stages = [name for name, _ in STAGES] + ["other"]
+    scale = rate * seconds
+    header = f"{'stage':<32}" + "".join(f"{role:>15}" for role in roles) + f"{'all':>9}"
+    lines = [header, "─" * len(header)]
+    for stage in stages:
+        values = [parts[role][stage] / scale for role in roles]
+        if sum(values) < 0.005:
+            continue
+        lines.append(f"{stage:<32}" + "".join(f"{v:>15.2f}" for v in values) + f"{sum(values):>9.2f}")
+    return "\n".join(lines)
