@@ -59,7 +59,7 @@ from tests.helpers.agent_proc import AgentHandle, running_agent  # noqa: E402
 from tests.helpers.agent_rsyslog import cpu_seconds, rsyslog_pair, tree_cpu_seconds  # noqa: E402
 from tests.helpers.archive_proc import running_archive  # noqa: E402
 from tests.helpers.net import free_port, wait_for_port  # noqa: E402
-from tests.helpers.procs import stop  # noqa: E402
+from tests.helpers.procs import spawn, stop  # noqa: E402
 
 CACHE = REPO / ".cache" / "bench_agent"
 WARMUP_LINES = 2_000
@@ -140,8 +140,7 @@ class Pipeline:
 
 @contextmanager
 def _sink(port: int) -> Iterator[subprocess.Popen]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.ack_sink", str(port)], cwd=REPO,
-                            stdout=subprocess.DEVNULL)
+    proc = spawn([sys.executable, "-m", "tests.helpers.ack_sink", str(port)], cwd=REPO)
     try:
         wait_for_port(port, timeout=30)
         yield proc
@@ -307,6 +306,7 @@ def main() -> int:
     parser.add_argument("--lines", type=int)
     parser.add_argument("--runs", type=int)
     parser.add_argument("--profile", type=Path, help="also profile the agent with py-spy; raw stacks go here")
+    parser.add_argument("--profile-only", action="store_true", help="only the py-spy profiles (with --profile)")
     args = parser.parse_args()
     lines = args.lines or (10_000 if args.quick else 300_000)
     runs = args.runs or (1 if args.quick else 3)
@@ -314,15 +314,20 @@ def main() -> int:
     token = base / "token"
     base.mkdir(parents=True)
     token.write_text("bench-token\n")
+    if args.profile_only:
+        try:
+            profile_agent(lines, base / "profile", token, args.profile)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        return 0
     plan = [kind for _ in range(runs) for kind in WORKLOADS]  # interleaved, so load drifts hit both
     try:
         agent, workers = measure_agent(plan, lines, base / "agent", token)
         rsyslog = measure_rsyslog(plan, lines, base / "rsyslog")
         scaling = measure_scaling(lines, runs, base / "scaling", token)
-        if args.profile:
-            profile_agent(lines, base / "profile", token, args.profile)
-    finally:
+    except BaseException:
         shutil.rmtree(base, ignore_errors=True)
+        raise
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     archive_cpu: dict[str, list[float]] = {}
     for kind, agent_run, rsyslog_run in zip(plan, agent, rsyslog, strict=True):
@@ -333,7 +338,13 @@ def main() -> int:
     archive_per_million = {kind: statistics.median(cpu) / lines * 1e6 for kind, cpu in archive_cpu.items()}
     rates = report(results, lines, runs, workers, archive_per_million)
     speedup = report_scaling(scaling, lines, runs)
-    return report_targets(rates, speedup)
+    outcome = report_targets(rates, speedup)
+    try:
+        if args.profile:  # after the figures: sampling slows the agent down
+            profile_agent(lines, base / "profile", token, args.profile)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return outcome
 
 
 def _rates(samples: list[tuple[float, float]], lines: int) -> tuple[float, float]:

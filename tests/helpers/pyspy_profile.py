@@ -24,22 +24,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-# (stage, substrings of a frame that put a sample there), in priority order
+# (stage, substrings of a frame that put a sample there), first match wins: the GIL and the ACK wait
+# before idleness (a sender blocked on the archive's answer is waiting for the ACK, not idle), idleness
+# before the stages (a metrics thread blocked on its queue is idle, whatever module it sits in)
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("GIL wait", ("take_gil",)),
-    ("parse", ("ranklog/parse/",)),
-    ("encode (Arrow IPC + lz4)", ("encode (ranklog/agent/ship.py", "body (ranklog/agent/ship.py",
-                                  "_table (ranklog/agent/ship.py")),
     ("HTTP: waiting for the ACK", ("_receive_event (httpcore", "_receive_response_headers (httpcore",
                                    "read (httpcore/_backends")),
+    ("idle: waiting for work", ("wait (threading.py", "get (queue.py", "_wait_for_event", "select (selectors.py",
+                                "serve_forever", "accept (socket.py", "_read_exactly (", "sleep")),
+    ("parse", ("ranklog/parse/",)),
+    ("encode (Arrow IPC + lz4)", ("encode (", "encode_message (", "assemble (", "body (ranklog/agent/ship.py")),
     ("HTTP: request", ("httpx/", "httpcore/", "h11/")),
     ("metrics from batches", ("ranklog/agent/log_metrics.py",)),
-    ("worker IPC (pipes, Arrow IPC)", ("parse_pool.py", "parse_worker.py")),
-    ("reading files", ("read_step (ranklog/agent/tracked_file.py", "ranklog/agent/file_tracker.py",
-                       "ranklog/agent/discover.py")),
+    ("worker IPC (pipes, pickle)", ("parse_pool.py", "parse_worker.py")),
+    ("reading files", ("read_step (", "ranklog/agent/file_tracker.py", "ranklog/agent/discover.py")),
     ("checkpoints", ("ranklog/agent/checkpoint.py",)),
-    ("idle: waiting for work", ("wait (threading.py", "get (queue.py", "_wait_for_event", "select (selectors.py",
-                                "serve_forever", "accept (socket.py", "sleep")),
 )
 ROLES: tuple[tuple[str, str], ...] = (
     ("parse worker", "parse_worker.py"),
@@ -64,9 +64,9 @@ def recording(pid: int, out: Path, rate: int = 200, native: bool = True, gil: bo
     With `gil`, only the thread holding the GIL is sampled (py-spy ``--gil``): the samples over
     rate × seconds are the share of time the GIL was held at all."""
     cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--rate", str(rate), "--format",
-           "raw", "--output", str(out), "--threads", "--subprocesses", "--nonblocking"]
+           "raw", "--output", str(out), "--threads", "--subprocesses"]
     cmd += ["--gil"] if gil else ["--idle"]
-    cmd += ["--native"] if native else []
+    cmd += ["--native"] if native else ["--nonblocking"]  # native stacks need the process paused per sample
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(1.0)  # attached
     result = Recording(out, rate)

@@ -25,6 +25,7 @@ Guarantees, unchanged by the workers:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -72,9 +73,23 @@ class _Worker:
     threads: list[threading.Thread] = field(default_factory=list)
 
 
+_F_SETPIPE_SZ = 1031  # Linux fcntl: a pipe buffer as large as a piece's frame means fewer wake-ups
+
+
 def _spawn(options: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ranklog.agent.parse_worker", options], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, close_fds=True)
+    """A worker on this interpreter with this process's import path. `sys.executable` may be a path the
+    agent's user cannot open (a venv linking into another user's home, entered under setpriv/sudo);
+    the running binary itself, /proc/self/exe, always can be."""
+    python = sys.executable if sys.executable and os.access(sys.executable, os.X_OK) else "/proc/self/exe"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
+    proc = subprocess.Popen([python, "-m", "ranklog.agent.parse_worker", options], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, close_fds=True, env=env)
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass  # above /proc/sys/fs/pipe-max-size: the default buffer works, with more wake-ups
+    return proc
 
 
 class ParsePool:
