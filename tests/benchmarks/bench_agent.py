@@ -200,8 +200,38 @@ def measure_scaling(lines: int, runs: int, workdir: Path, token: Path) -> dict[t
     return out
 
 
+@contextmanager
+def _watch_gauges(agent: AgentHandle, period: float = 0.1) -> Iterator[dict[str, float]]:
+    """Means of the agent's pipeline gauges (reading paused, queue depths) over the block, scraped every `period`."""
+    import threading
+
+    seen: dict[str, list[float]] = {}
+    done = threading.Event()
+
+    def scrape() -> None:
+        while not done.wait(period):
+            try:
+                now = agent.scrape()
+            except Exception:
+                continue
+            seen.setdefault("reading paused", []).append(now.value("ranklog_agent_reading_paused"))
+            for queue in ("parse", "observe", "ship"):
+                seen.setdefault(f"{queue} queue", []).append(now.value("ranklog_agent_queue_depth", queue=queue))
+
+    means: dict[str, float] = {}
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    try:
+        yield means
+    finally:
+        done.set()
+        thread.join()
+        means.update({name: statistics.fmean(values) for name, values in seen.items() if values})
+
+
 def profile_agent(lines: int, workdir: Path, token: Path, out_dir: Path) -> None:
-    """py-spy breakdown of the agent shipping ranklog JSON to the archive, 1 parse worker and the default."""
+    """py-spy breakdown of the agent shipping ranklog JSON to the archive, 1 parse worker and the default:
+    one run sampled with --idle (every thread, 100/s, without pausing the agent), one with --gil."""
     from tests.helpers.pyspy_profile import breakdown, format_breakdown, recording
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -209,16 +239,18 @@ def profile_agent(lines: int, workdir: Path, token: Path, out_dir: Path) -> None
         name = f"workers-{workers or 'default'}"
         with pipeline(workdir / f"profile-{name}", token, "archive", workers) as pipe:
             count = int(pipe.agent.scrape().value("ranklog_agent_parse_workers"))
-            with recording(pipe.agent.proc.pid, out_dir / f"{name}.txt") as rec:
+            with recording(pipe.agent.proc.pid, out_dir / f"{name}.txt", rate=100, native=False) as rec, \
+                    _watch_gauges(pipe.agent) as gauges:
                 wall, cpu, _ = pipe.ship("ranklog JSON", lines)
-            with recording(pipe.agent.proc.pid, out_dir / f"{name}-gil.txt", native=False, gil=True) as gil:
+            with recording(pipe.agent.proc.pid, out_dir / f"{name}-gil.txt", rate=100, native=False, gil=True) as gil:
                 pipe.ship("ranklog JSON", lines)
         held = sum(sum(c.values()) for role, c in breakdown(gil.path).items() if role != "parse worker")
         print(f"\npy-spy profile, parse_workers={count}: {lines:,} ranklog JSON lines → archive in {wall:.2f} s "
               f"({lines / wall:,.0f} lines/s, {cpu / lines * 1e6:.2f} CPU-s per M lines, agent + workers); "
-              f"threads' worth of time per stage and thread (py-spy --idle --native, {rec.rate}/s)")
+              f"threads' worth of time per stage and thread (py-spy --idle, {rec.rate}/s)")
         print(format_breakdown(breakdown(rec.path), rec.rate, rec.seconds))
-        print(f"agent process GIL held {held / (gil.rate * gil.seconds):.0%} of the time (py-spy --gil)")
+        print(f"agent process: GIL held {held / (gil.rate * gil.seconds):.0%} of the time (py-spy --gil); "
+              + ", ".join(f"{name} {value:.2f}" for name, value in gauges.items()) + " (means, scraped every 0.1 s)")
 
 
 def measure_rsyslog(plan: list[str], lines: int, workdir: Path) -> list[tuple[float, float]]:

@@ -41,13 +41,16 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reading files", ("read_step (", "ranklog/agent/file_tracker.py", "ranklog/agent/discover.py")),
     ("checkpoints", ("ranklog/agent/checkpoint.py",)),
 )
+# thread role by thread name (py-spy --threads prints it), parse workers by their command line
 ROLES: tuple[tuple[str, str], ...] = (
-    ("parse worker", "parse_worker.py"),
-    ("main loop", "run (ranklog/agent/runner.py"),
-    ("metrics thread", "_run (ranklog/agent/metrics_thread.py"),
-    ("senders", "_run (ranklog/agent/ship.py"),
-    ("pool pipes", "_loop (ranklog/agent/parse_pool.py"),
+    ("parse worker", "ranklog.agent.parse_worker"),
+    ("main loop", "MainThread"),
+    ("metrics thread", "ranklog-observe"),
+    ("senders", "ranklog-sender-"),
+    ("pool pipes", "ranklog-parse-"),
 )
+# a thread whose deepest Python frame is one of these loops is blocked in C (SimpleQueue.get, a pipe read)
+_IDLE_LEAVES = ("._send_loop (", "._receive_loop (", "Shipper._run (", "ObserverThread._run (", "serve (")
 
 
 @dataclass
@@ -95,8 +98,18 @@ def breakdown(raw: Path) -> dict[str, Counter]:
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        role = _classify(stack, [(name, (needle,)) for name, needle in ROLES])
-        out.setdefault(role, Counter())[_classify(stack, STAGES)] += int(count)
+        frames = stack.split(";")
+        header = ""
+        while frames and frames[0].startswith("process "):  # a child's samples sit under its parent's
+            header = frames.pop(0)
+        thread = frames.pop(0) if frames and frames[0].startswith("thread (") else ""
+        who = header if "parse_worker" in header else thread.partition("): ")[2]
+        role = next((name for name, needle in ROLES if needle in who), "other")
+        if frames and any(leaf in frames[-1] for leaf in _IDLE_LEAVES):
+            stage = "idle: waiting for work"
+        else:
+            stage = _classify(";".join(frames), STAGES)
+        out.setdefault(role, Counter())[stage] += int(count)
     return out
 
 
