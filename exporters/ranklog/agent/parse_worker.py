@@ -80,11 +80,14 @@ class _File:
 
 
 def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list[str]) -> int:
+    import pyarrow as pa
+
     from .. import parse
     from ..record import arrow_schema
     from .log_metrics import BatchSummarizer
     from .ship import encode_message
 
+    pa.set_cpu_count(1)  # the pool is the parallelism: kernels of one worker stay on its own core
     schema = arrow_schema()
     summarizer = BatchSummarizer(training_metrics)
 

@@ -125,7 +125,10 @@ def encode(batches: list, schema, compression: str = "lz4") -> bytes:
     import pyarrow as pa
 
     sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as writer:
+    # one thread: the agent's parallelism is its parse workers and senders; pyarrow's pool handing
+    # ~20 small column buffers to other threads cost more than it saved, and more on a loaded node
+    options = pa.ipc.IpcWriteOptions(compression=compression, use_threads=False)
+    with pa.ipc.new_stream(sink, schema, options=options) as writer:
         for batch in batches:
             writer.write_batch(batch if batch.schema.equals(schema) else batch.cast(schema))
     return sink.getvalue()
