@@ -243,10 +243,22 @@ def _scan_task(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
     node = _as_task()
     parts = []
     for partition, group in groupby(scan_files(source, files, spec, wanted), key=itemgetter(0)):
-        batches = [batch for _, batch in group if batch.num_rows]
+        batches = [_compact(batch) for _, batch in group if batch.num_rows]
         if batches:
             parts.append((partition, batches))
     return node, parts
+
+
+def _compact(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` owning just its rows' data. A slice of a larger batch (a search's hits of one hour are
+    a slice of its day's) is pickled with its parent's whole buffers: measured 20 MB shipped for the
+    1,497 hits of one day of bench_query (c), and (c) 3x slower on Ray than it is with this copy."""
+    import numpy as np
+    import pyarrow as pa
+
+    if batch.get_total_buffer_size() <= 2 * batch.nbytes:
+        return batch
+    return batch.take(pa.array(np.arange(batch.num_rows, dtype=np.int64)))
 
 
 def _count_task(source: ArchiveSource, files: list[DataFile], spec: QuerySpec) -> tuple[str, int]:
