@@ -70,11 +70,16 @@ SEARCH_COLUMNS = ["ts", "host", "rank", "msg"]  # what a search shows; the engin
 REGEX = r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=[0-9]+, OpType=ALLGATHER"
 
 
-def build_corpus(rows: int, days: int) -> Path:
-    """Generate (or reuse) the archive + raw JSONL for `rows` records over `days` days."""
+def build_corpus(rows: int, days: int, jsonl: bool = True) -> Path:
+    """Generate (or reuse) the archive + raw JSONL for `rows` records over `days` days (`jsonl`=False:
+    the archive alone, cached apart, for benchmarks that read only the archive)."""
     # The archive's layout is the writer's: a change to it (or to the text index) rebuilds the cache.
     layout = hashlib.sha1(b"".join(Path(module.__file__).read_bytes() for module in (writer, text_index)))
-    base = REPO / ".cache" / "bench-query" / f"rows{rows}-days{days}-hosts{HOSTS}x{RANKS_PER_HOST}-{layout.hexdigest()[:10]}"
+    base = REPO / ".cache" / "bench-query" / (f"rows{rows}-days{days}-hosts{HOSTS}x{RANKS_PER_HOST}-"
+                                              f"{layout.hexdigest()[:10]}{'' if jsonl else '-archive-only'}")
+    if not jsonl and not (base / "DONE").exists() and (base.with_name(base.name.removesuffix("-archive-only"))
+                                                       / "DONE").exists():
+        return base.with_name(base.name.removesuffix("-archive-only"))
     if (base / "DONE").exists():
         return base
     if base.exists():
@@ -85,7 +90,8 @@ def build_corpus(rows: int, days: int) -> Path:
         table = generate(per_day, start_ns=START_NS + day * DAY_NS, span_s=86400, hosts=HOSTS,
                          ranks_per_host=RANKS_PER_HOST, seed=1000 + day)
         write_archive(table, base / "archive", archive_id="bench")
-        write_jsonl(table, base / "jsonl" / f"day-{day:02d}")
+        if jsonl:
+            write_jsonl(table, base / "jsonl" / f"day-{day:02d}")
         print(f"  generated day {day + 1}/{days} ({per_day} records, {time.monotonic() - started:.0f}s)",
               file=sys.stderr, flush=True)
     (base / "DONE").write_text("ok\n")
@@ -113,6 +119,34 @@ def _iso(ns: int) -> str:
 
 def _total_index(path: Path) -> int:
     return sum(p.stat().st_size for p in path.glob("*.parquet"))
+
+
+def query_shapes(base: Path, days: int) -> dict[str, dict]:
+    """The three query shapes over the corpus at `base`: the spec, the CLI flags, the DuckDB WHERE
+    clause and the grep pattern of each (shared with bench_query_ray.py)."""
+    trace = _pick_trace(base, days)
+    window_start = START_NS + days // 2 * DAY_NS + 10 * 3600 * 10**9
+    window_end = window_start + 2 * 3600 * 10**9
+    host = "gpu-node-003"
+    day_prefix = _iso(window_start)[:11]  # e.g. 2025-12-16T
+    return {
+        "(a) window+level+host": dict(
+            spec=QuerySpec(start_ns=window_start, end_ns=window_end, levels=("ERROR", "CRITICAL"), hosts=(host,)),
+            cli=["--start", _iso(window_start), "--end", _iso(window_end), "--level", "ERROR", "--host", host],
+            where=(f"ts >= '{_iso(window_start)}' AND ts < '{_iso(window_end)}' "
+                   f"AND level IN ('ERROR','CRITICAL') AND host = '{host}'"),
+            grep=(f'^\\{{"ts":"{day_prefix}(10|11):[^"]*","level":"(ERROR|CRITICAL)".*"host":"{host}"'),
+        ),
+        "(b) trace-id lookup": dict(
+            spec=QuerySpec(trace_ids=(trace,)), cli=["--trace-id", trace], where=f"trace_id = '{trace}'",
+            grep=f'"trace_id":"{trace}"',
+        ),
+        "(c) regex message search": dict(
+            spec=QuerySpec(regex=REGEX), cli=["--regex", REGEX],
+            where=f"(regexp_matches(msg, '{REGEX}') OR regexp_matches(coalesce(exc, ''), '{REGEX}'))",
+            grep=REGEX,
+        ),
+    }
 
 
 def median_time(fn: Callable[[], int], runs: int) -> tuple[float, int]:
@@ -193,30 +227,7 @@ def main() -> int:
     archive_bytes, jsonl_bytes = _total(base / "archive"), _total(base / "jsonl")
     archive = open_source(archive=str(base / "archive"))
     jsonl_glob = str(base / "jsonl" / "*" / "*" / "*.jsonl")
-    trace = _pick_trace(base, days)
-    window_start = START_NS + days // 2 * DAY_NS + 10 * 3600 * 10**9
-    window_end = window_start + 2 * 3600 * 10**9
-    host = "gpu-node-003"
-    day_prefix = _iso(window_start)[:11]  # e.g. 2025-12-16T
-
-    shapes = {
-        "(a) window+level+host": dict(
-            spec=QuerySpec(start_ns=window_start, end_ns=window_end, levels=("ERROR", "CRITICAL"), hosts=(host,)),
-            cli=["--start", _iso(window_start), "--end", _iso(window_end), "--level", "ERROR", "--host", host],
-            where=(f"ts >= '{_iso(window_start)}' AND ts < '{_iso(window_end)}' "
-                   f"AND level IN ('ERROR','CRITICAL') AND host = '{host}'"),
-            grep=(f'^\\{{"ts":"{day_prefix}(10|11):[^"]*","level":"(ERROR|CRITICAL)".*"host":"{host}"'),
-        ),
-        "(b) trace-id lookup": dict(
-            spec=QuerySpec(trace_ids=(trace,)), cli=["--trace-id", trace], where=f"trace_id = '{trace}'",
-            grep=f'"trace_id":"{trace}"',
-        ),
-        "(c) regex message search": dict(
-            spec=QuerySpec(regex=REGEX), cli=["--regex", REGEX],
-            where=f"(regexp_matches(msg, '{REGEX}') OR regexp_matches(coalesce(exc, ''), '{REGEX}'))",
-            grep=REGEX,
-        ),
-    }
+    shapes = query_shapes(base, days)
 
     # The query indexes are built by the first query that needs a day: time those builds from scratch.
     shutil.rmtree(base / "archive" / INDEX_ROOT, ignore_errors=True)
