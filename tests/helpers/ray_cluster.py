@@ -104,7 +104,8 @@ def running_ray_cluster(nodes: int = 2, cpus_per_node: int = 1, object_store_mb:
                          env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
     env = {"RAY_USAGE_STATS_ENABLED": "0", **cluster.env, **(env or {})}
     try:
-        head = [RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}/head",
+        head = [RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--dashboard-port={free_port()}",
+                f"--temp-dir={temp_dir}/head",
                 *_node_args(head_ip, cpus_per_node, object_store_mb)]
         cluster.procs.append(spawn(head, temp_dir / "head.out", env=env))
         wait_for_port(port, head_ip, timeout=START_TIMEOUT_S, process=cluster.procs[0])

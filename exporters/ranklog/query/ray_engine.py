@@ -123,8 +123,13 @@ class RayRunner:
             import ray
         except ImportError:
             raise MissingExtraError(self.command, "ray", "ray") from None
-        if not ray.is_initialized():
-            check_address(self.address)
+        check_address(self.address)
+        if ray.is_initialized():  # a Python API user's process: it must be connected to this cluster
+            connected = ray.get_runtime_context().gcs_address
+            if "://" not in self.address and self.address != "auto" and connected != self.address:
+                raise UserError(f"this process is already connected to the Ray cluster at {connected}, "
+                                f"not {self.address}")
+        else:
             try:
                 ray.init(address=self.address, runtime_env=_runtime_env(), logging_level=logging.WARNING,
                          log_to_driver=False, namespace="ranklog")
