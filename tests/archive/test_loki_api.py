@@ -199,11 +199,16 @@ def test_labels_values_series_and_stats(client, corpus):
 
 def test_times_as_rfc3339_relative_and_seconds(client):
     query = '{trace_id="feedbeef"}'
-    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW_NS // 10**9 - 600))
-    for start in (iso, "now-10m", "10m", f"{NOW_NS / 1e9 - 600:.3f}"):
+    record_ns = NOW_NS - 5 * 60 * 10**9
+    # relative times count from the query's now, which runs ahead of NOW_NS (set at import) as the
+    # suite goes on: the window reaches 5 minutes past the record's age, however late this runs
+    window_m = int((time.time_ns() - record_ns) / 60e9) + 5
+    start_s = record_ns / 1e9 - 300
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start_s))
+    for start in (iso, f"now-{window_m}m", f"{window_m}m", f"{start_s:.3f}"):
         assert len(entries(get(client, "query_range", query=query, start=start))) == 1, start
     assert entries(get(client, "query_range", query=query, start="now-1m")) == []
-    assert len(entries(get(client, "query_range", query=query, since="10m"))) == 1
+    assert len(entries(get(client, "query_range", query=query, since=f"{window_m}m"))) == 1
 
 
 @pytest.mark.parametrize(("path", "params", "message"), [
