@@ -180,3 +180,29 @@ def test_a_worker_that_keeps_dying_stops_the_agent_loudly() -> None:
         assert metrics.agent_parse_worker_restarts._value.get() == 3
     finally:
         pool.close()
+
+
+def test_the_last_record_of_a_quiet_file_is_not_held_for_another_idle_final(tmp_path: Path) -> None:
+    """A file the agent reads late (it was written and went quiet long before) gets its last pending
+    record flushed once read, not ``idle_final`` after the agent's own last read; a file that just
+    grew still waits."""
+    from ranklog.agent.tracked_file import TrackedFile
+
+    path = tmp_path / "train.log"
+    path.write_text("".join(f"2026-12-02 12:00:0{i},000 - t - INFO - step {i}\n" for i in range(3)))
+    results = {}
+    for quiet in (True, False):
+        tf = TrackedFile(path=str(path), fd=os.open(path, os.O_RDONLY), format="python", fields={}, options={})
+        try:
+            assert tf.identify("node1", "127.0.0.1")
+            tf.note_size(path.stat().st_size, time.time())
+            if quiet:
+                tf.grew_at -= 5.0  # seen at this size 5 s ago
+            now = time.monotonic()
+            first = tf.read_step(1 << 20, idle_final=0.5, now=now)
+            assert first.chunk.rows == 2  # the last line may still be continued
+            second = tf.read_step(1 << 20, idle_final=0.5, now=now + 0.01)
+            results[quiet] = second.chunk.rows if second.chunk is not None else 0
+        finally:
+            tf.close()
+    assert results == {True: 1, False: 0}

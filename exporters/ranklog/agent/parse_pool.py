@@ -14,8 +14,10 @@ Guarantees, unchanged by the workers:
 - order and checkpoints: answers for a file arrive in the order its pieces were sent (one pipe per
   worker), become chunks in file order, and the checkpoint still moves only over acknowledged
   chunks;
-- bounded memory: at most ``depth`` pieces per worker are unanswered; a file whose worker is full is
-  simply not read this turn (the file is the buffer);
+- bounded memory: bytes are counted in the agent's in-flight budget (``max_unacked_bytes``) when
+  they are read, not when parsed, so what waits for a worker is within that bound; past it reading
+  pauses (the file is the buffer). Reading does not wait for a busy worker: a copytruncate copy, for
+  one, is overwritten at the next rotation, so its rest is read at once;
 - a worker that dies is replaced: the bytes it held (sent and not yet parsed) are kept here until
   they are parsed, so they go again to the new worker — even for a file rotated away or truncated
   since — and nothing is lost or parsed twice. A worker that keeps dying (``max_restarts`` within
@@ -94,12 +96,11 @@ def _spawn(options: str) -> subprocess.Popen:
 
 class ParsePool:
     def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
-                 training_metrics: list[str] | None = None, depth: int = 3, max_restarts: int = 5,
+                 training_metrics: list[str] | None = None, max_restarts: int = 5,
                  restart_window: float = 60.0) -> None:
         self._options = json.dumps({"compression": compression, "training_metrics": list(training_metrics or [])})
         self._metrics = metrics
         self._deliver = deliver
-        self.depth = depth
         self._max_restarts = max_restarts
         self._restart_window = restart_window
         self._restarts: deque[float] = deque()
@@ -169,9 +170,6 @@ class ParsePool:
             self._files[tf.uid] = tf
             self._held[tf.uid] = deque()
         return self._workers[index]
-
-    def may_send(self, tf: TrackedFile) -> bool:
-        return self._worker_of(tf).outstanding < self.depth
 
     def send(self, tf: TrackedFile, data: bytes, final: bool) -> None:
         """Parse `data` (the bytes of `tf` right after what was sent before) in the file's worker."""

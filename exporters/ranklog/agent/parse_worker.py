@@ -79,6 +79,24 @@ class _File:
     carry: bytes = b""
 
 
+_WARM_UP = {"ranklog": b'{"ts":"2026-12-02T12:00:00.000001Z","level":"ERROR","msg":"CUDA out of memory","rank":0}\n',
+            "python": b"2026-12-02 12:00:00,000 - t - INFO - step 1\nTraceback (most recent call last):\n  x\nE: y\n"}
+
+
+def _warm_up(parse, summarizer, schema, compression: str) -> None:
+    """Import every format and run each kernel once before the first piece arrives: on a busy node a
+    cold worker took seconds over its first piece, long enough for a copytruncate rotation to
+    overwrite the copy the agent was still to read from."""
+    from .ship import encode_message
+
+    parse.parsers()
+    for fmt, data in _WARM_UP.items():
+        ctx = parse.SourceContext(source="warm-up", source_id="warm-up", format=fmt, host="h", ip="127.0.0.1")
+        batch = parse.parse(data, 0, ctx, final=True, read_time_ns=time.time_ns()).batch
+        summarizer.summarize(batch)
+        encode_message(batch, schema, compression)
+
+
 def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list[str]) -> int:
     import pyarrow as pa
 
@@ -90,6 +108,7 @@ def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list
     pa.set_cpu_count(1)  # the pool is the parallelism: kernels of one worker stay on its own core
     schema = arrow_schema()
     summarizer = BatchSummarizer(training_metrics)
+    _warm_up(parse, summarizer, schema, compression)
 
     files: dict[int, _File] = {}
     while True:

@@ -97,8 +97,6 @@ class Agent:
         for tf in files[self._turn:] + files[:self._turn]:
             if not self.budget.may_read():
                 break
-            if pool is not None and tf.key is not None and not pool.may_send(tf):
-                continue  # its worker has enough to do; the file waits on disk
             started = time.perf_counter()
             outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now, parse_here=pool is None)
             if outcome.truncated:
@@ -108,6 +106,9 @@ class Agent:
             if outcome.nread:
                 self.metrics.agent_bytes_read.inc(outcome.nread)
             if outcome.raw is not None:
+                # counted when read: a slow or cold worker must not stop reading (a copytruncate copy
+                # is overwritten at the next rotation); the in-flight budget bounds what waits for it
+                self.budget.take(len(outcome.raw))
                 pool.send(tf, outcome.raw, outcome.final)
                 worked = True
                 continue
@@ -120,10 +121,13 @@ class Agent:
             worked = worked or bool(outcome.nread) or outcome.chunk is not None
         return worked
 
-    def _submit_all(self, chunks: list[Chunk]) -> None:
+    def _submit_all(self, chunks: list[Chunk], counted: bool = False) -> None:
+        """Hand chunks to the metrics thread and the shipper; their bytes join the in-flight budget
+        unless they were `counted` when read (parse workers)."""
         for chunk in chunks:
             self.observer.submit(chunk.summary if chunk.summary is not None else chunk.batch)
-            self.budget.take(chunk.nbytes)
+            if not counted:
+                self.budget.take(chunk.nbytes)
             self.shipper.submit(chunk)
 
     def _drain_events(self) -> None:
@@ -147,7 +151,7 @@ class Agent:
             if errors:
                 self.metrics.agent_parse_errors.labels(format=tf.format).inc(errors)
             if chunk is not None:
-                self._submit_all([chunk])
+                self._submit_all([chunk], counted=True)
         elif isinstance(event, WorkerDied):
             self.pool.died(event)
         else:

@@ -9,8 +9,11 @@ to its end through the descriptor, and its inode cannot be reused while it is tr
   :mod:`.parse_pool` keeps a copy until they are parsed);
 - ``watermark.offset``: bytes acknowledged by an archive — the only offset a checkpoint records.
 
-A pending record is flushed (``final=True``) after ``idle_final`` seconds without new data, and when
-a rotated file reached its end.
+A pending record is flushed (``final=True``) once the file has not grown for ``idle_final`` seconds —
+by what the agent saw of it, its polls' sizes and reads past them: every byte was seen growing
+by then, so the writer has been quiet that long even when the agent read it late — and when a
+rotated file reached its end. (Counting from the agent's own last read instead made a file it was
+behind on wait ``idle_final`` again at its end, with its last record held back.)
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ class TrackedFile:
     carry: bytes = b""
     watermark: Watermark = field(default_factory=lambda: Watermark(0, {}))
     size: int = 0
-    last_data: float = field(default_factory=time.monotonic)
+    last_data: float = field(default_factory=time.monotonic)  # monotonic time of the last read that got bytes
+    grew_at: float = field(default_factory=time.monotonic)  # monotonic time the file was last seen growing
     # (offset, wall time): bytes from `offset` on were first seen at that time; pruned as acks advance.
     growth: deque = field(default_factory=deque)
     inode: tuple[int, int] = (0, 0)  # (dev, inode) of the open descriptor
@@ -126,8 +130,10 @@ class TrackedFile:
                     return ReadOutcome(truncated=True)
                 self.read_offset += len(data)
                 self.last_data = now
+                if self.read_offset > self.size:  # past the size the last poll saw: it grew since
+                    self.grew_at = now
                 final = False
-            elif pending and (self.detached or now - self.last_data >= idle_final):
+            elif pending and (self.detached or now - self.grew_at >= idle_final):
                 final = True
             else:
                 return ReadOutcome()
@@ -170,6 +176,7 @@ class TrackedFile:
         """Record a size seen by a poll (growth timestamps feed the oldest-unshipped age)."""
         if size > self.size:
             self.growth.append((self.size, now))
+            self.grew_at = time.monotonic()
         self.size = size
 
     def unshipped_age(self, now: float, end: int) -> float:
