@@ -17,7 +17,9 @@ Guarantees, unchanged by the workers:
 - bounded memory: bytes are counted in the agent's in-flight budget (``max_unacked_bytes``) when
   they are read, not when parsed, so what waits for a worker is within that bound; past it reading
   pauses (the file is the buffer). Reading does not wait for a busy worker: a copytruncate copy, for
-  one, is overwritten at the next rotation, so its rest is read at once;
+  one, is overwritten at the next rotation, so its rest is read at once. A worker gets at most
+  ``depth`` pieces at a time; a file's reads meanwhile are joined into its next piece (per-piece
+  costs — the metrics summary, the IPC message — stay per megabyte, not per read);
 - a worker that dies is replaced: the bytes it held (sent and not yet parsed) are kept here until
   they are parsed, so they go again to the new worker — even for a file rotated away or truncated
   since — and nothing is lost or parsed twice. A worker that keeps dying (``max_restarts`` within
@@ -96,7 +98,7 @@ def _spawn(options: str) -> subprocess.Popen:
 
 class ParsePool:
     def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
-                 training_metrics: list[str] | None = None, max_restarts: int = 5,
+                 training_metrics: list[str] | None = None, depth: int = 2, max_restarts: int = 5,
                  restart_window: float = 60.0) -> None:
         self._options = json.dumps({"compression": compression, "training_metrics": list(training_metrics or [])})
         self._metrics = metrics
@@ -111,6 +113,8 @@ class ParsePool:
         self._files: dict[int, TrackedFile] = {}
         # bytes sent and not yet parsed, per file: [parse_offset, read_offset) of the file, exactly
         self._held: dict[int, deque[bytes]] = {}
+        self._unsent: dict[int, tuple[list[bytes], bool]] = {}  # reads waiting for room in their worker
+        self.depth = depth
         metrics.agent_parse_workers.set(workers)
 
     # --- processes ---------------------------------------------------------------------------------
@@ -172,11 +176,33 @@ class ParsePool:
         return self._workers[index]
 
     def send(self, tf: TrackedFile, data: bytes, final: bool) -> None:
-        """Parse `data` (the bytes of `tf` right after what was sent before) in the file's worker."""
+        """Parse `data` (the bytes of `tf` right after what was read before) in the file's worker: at once
+        when the worker has fewer than `depth` pieces, else joined with the file's next reads into one
+        piece when it has room (small reads of a busy node become big pieces, as they would on disk)."""
         worker = self._worker_of(tf)
         if data:
             self._held[tf.uid].append(data)
-        self._post(worker, tf, data, final)
+        unsent = self._unsent.get(tf.uid)
+        if unsent is None:
+            unsent = self._unsent[tf.uid] = ([], False)
+            tf.inflight += 1  # counted until answered, so no idle flush overtakes it
+        unsent[0].append(data)
+        self._unsent[tf.uid] = (unsent[0], final)
+        if worker.outstanding < self.depth:
+            self._post_unsent(worker, tf)
+
+    def pump(self) -> None:
+        """Send the joined reads of files whose worker has room again."""
+        for uid in list(self._unsent):
+            tf = self._files[uid]
+            worker = self._workers[self._home[uid]]
+            if worker.outstanding < self.depth:
+                self._post_unsent(worker, tf)
+
+    def _post_unsent(self, worker: _Worker, tf: TrackedFile) -> None:
+        pieces, final = self._unsent.pop(tf.uid)
+        tf.inflight -= 1  # _post counts it again
+        self._post(worker, tf, b"".join(pieces), final)
 
     def _post(self, worker: _Worker, tf: TrackedFile, data: bytes, final: bool) -> None:
         header: dict[str, Any] = {"op": "parse", "file": tf.uid, "offset": tf.read_offset - len(data), "final": final,
@@ -198,6 +224,7 @@ class ParsePool:
         index = self._home.pop(tf.uid, None)
         self._files.pop(tf.uid, None)
         self._held.pop(tf.uid, None)
+        self._unsent.pop(tf.uid, None)
         if index is not None and tf.uid in self._workers[index].known:
             self._workers[index].known.discard(tf.uid)
             self._workers[index].outbox.put(({"op": "forget", "file": tf.uid}, b""))
@@ -263,6 +290,7 @@ class ParsePool:
                 continue
             tf = self._files[uid]
             tf.inflight = 0
+            self._unsent.pop(uid, None)  # in the held bytes too
             pending = b"".join(self._held[uid])
             self._held[uid] = deque([pending]) if pending else deque()
             if pending:

@@ -152,6 +152,7 @@ class Agent:
                 self.metrics.agent_parse_errors.labels(format=tf.format).inc(errors)
             if chunk is not None:
                 self._submit_all([chunk], counted=True)
+            self.pool.pump()
         elif isinstance(event, WorkerDied):
             self.pool.died(event)
         else:
