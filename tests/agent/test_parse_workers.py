@@ -148,7 +148,7 @@ def test_a_bad_parse_workers_value_fails_naming_the_key(tmp_path: Path, value: s
 
 def test_parse_workers_default_follows_the_allowed_cpus(tmp_path: Path, monkeypatch) -> None:
     assert _cfg(tmp_path, "--source", "/x/*.log").parse_workers == default_parse_workers()
-    assert default_parse_workers() == min(allowed_cpus(), 4) >= 1
+    assert default_parse_workers() == max(1, min(allowed_cpus() - 1, 4))
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7})
     group = Path("/proc/self/cgroup").read_text().splitlines()[-1].split(":", 2)[2].lstrip("/")
     limited = tmp_path / "cg" / group

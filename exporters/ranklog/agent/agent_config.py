@@ -9,10 +9,10 @@ batch latency that keeps the last record of a burst under the 1 s latency target
 record and its traceback in one write, so its lines do not arrive seconds apart).
 
 Parsing runs in ``parse_workers`` worker processes (:mod:`.parse_pool`) when that is more than 1:
-by default as many as the CPUs the agent may run on (its affinity mask and its cgroup's CPU quota,
-i.e. systemd's ``CPUAffinity=`` and ``CPUQuota=``), at most 4 — a worker parses several hundred
-thousand lines a second, and every one is a process of its own (~60 MB). With one, the reading
-thread parses as it always did.
+by default one per CPU the agent may run on (its affinity mask and its cgroup's CPU quota, i.e.
+systemd's ``CPUAffinity=`` and ``CPUQuota=``) beyond the one its reading and shipping need, at most 4
+(each is a process of its own, ~60 MB); on 2 CPUs or fewer that is 1: the reading thread parses, as
+it always did, which measured faster there.
 
 Requests are lz4-compressed by default. Measured on ranklog JSON lines (CPU-s per million lines):
 lz4 costs the agent 0.27 to encode and the archive 0.12 to decode, zstd 0.47–0.73 and 0.28; lz4
@@ -63,7 +63,10 @@ def allowed_cpus(cgroup_root: str = "/sys/fs/cgroup") -> int:
 
 
 def default_parse_workers() -> int:
-    return min(allowed_cpus(), MAX_DEFAULT_PARSE_WORKERS)
+    """One worker per allowed CPU beyond the one the reading/shipping process needs, at most 4; 1 (the
+    reading thread parses) on 2 CPUs or fewer, where workers measured slower (bench_agent.py: 0.93×
+    for one file, 1.15× for four, the IPC costing ~0.9 µs a line)."""
+    return max(1, min(allowed_cpus() - 1, MAX_DEFAULT_PARSE_WORKERS))
 
 
 def _split_source(value: object) -> SourceSpec:
@@ -150,8 +153,8 @@ class AgentConfig:
     unauthorized_retry: float = field(default=60.0, metadata={"unit": "duration", "help": "re-try a 401 endpoint after"})
     senders: int = field(default=2, metadata={"help": "concurrent requests in flight"})
     parse_workers: int = field(default_factory=default_parse_workers, metadata={
-        "help": "parse worker processes (1: parse in the reading thread; default: the CPUs the agent may use, "
-                f"at most {MAX_DEFAULT_PARSE_WORKERS})", "show_default": False})
+        "help": "parse worker processes (1: parse in the reading thread; default: the CPUs the agent may use "
+                f"minus one, at least 1, at most {MAX_DEFAULT_PARSE_WORKERS})", "show_default": False})
     compression: str = field(default="lz4", metadata={"choices": ("lz4", "zstd"),
                                                       "help": "Arrow IPC buffer codec of requests"})
     tls_ca: str = field(default="", metadata={"help": "CA bundle to verify the archive's certificate"})
@@ -183,7 +186,7 @@ class AgentConfig:
                 raise ValueError(f"{key}: must be positive")
         if isinstance(self.parse_workers, bool) or not isinstance(self.parse_workers, int) or self.parse_workers < 1:
             raise ValueError(f"parse_workers: must be a whole number of processes ≥ 1 (got {self.parse_workers!r}; "
-                             "1 parses in the reading thread, leave it unset for one per allowed CPU)")
+                             "1 parses in the reading thread, leave it unset for one per allowed CPU beyond the first)")
         self.sources = [*self.sources, *(_split_source(text) for text in self.source)]
         self.source = []
         if not self.sources and not self.preset:
