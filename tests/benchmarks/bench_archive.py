@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -47,7 +46,7 @@ from ranklog.archive.leases import LocalLeaseStore  # noqa: E402
 from ranklog.archive.parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet  # noqa: E402
 from ranklog.archive.replacement import HourOwner  # noqa: E402
 from ranklog.archive.storage import Storage  # noqa: E402
-from tests.helpers.archive_proc import arrow_body, running_archive  # noqa: E402
+from tests.helpers.archive_proc import arrow_body, post_concurrently, running_archive  # noqa: E402
 from tests.helpers.corpus import generate, write_jsonl  # noqa: E402
 from tests.helpers.procs import process_cpu_seconds  # noqa: E402
 from tests.helpers.seaweedfs import running_seaweedfs  # noqa: E402
@@ -110,26 +109,6 @@ def warm_up_bodies(table: pa.Table, compression: str) -> list[bytes]:
     return bodies(table.set_column(index, table.schema.field(index), renamed), compression)
 
 
-def _post_all(url: str, headers: dict[str, str], posts: list[bytes]) -> None:
-    """POST every body with CLIENTS concurrent clients; raise on any non-200."""
-    errors: list[str] = []
-
-    def client(share: list[bytes]) -> None:
-        with httpx.Client(timeout=120) as http:
-            for body in share:
-                answer = http.post(f"{url}/v1/ingest", content=body, headers=headers)
-                if answer.status_code != 200:
-                    errors.append(f"{answer.status_code} {answer.text[:200]}")
-
-    threads = [threading.Thread(target=client, args=(posts[i::CLIENTS],)) for i in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise RuntimeError(f"ingest failed: {errors[0]}")
-
-
 def _wait_flushed(url: str) -> None:
     deadline = time.monotonic() + 120
     while _flush_queue_bytes(url) > 0 and time.monotonic() < deadline:
@@ -152,13 +131,13 @@ def ingest_run(posts: list[bytes], warm_up: list[bytes], rows: int, workdir: Pat
         opened = running_archive(root, token_file, extra_args=extra)
     with opened as archive:
         headers = archive.headers()
-        _post_all(archive.url, headers, warm_up)
+        post_concurrently(archive.url, headers, warm_up, CLIENTS)
         _wait_flushed(archive.url)
         warm_files = set(Path(root).glob("date=*/hour=*/*.parquet")) if seaweedfs is None else set()
         pid = archive.proc.pid
         cpu_start = process_cpu_seconds(pid)
         started = time.perf_counter()
-        _post_all(archive.url, headers, posts)
+        post_concurrently(archive.url, headers, posts, CLIENTS)
         acked = time.perf_counter() - started
         cpu_acked = process_cpu_seconds(pid) - cpu_start
         _wait_flushed(archive.url)

@@ -28,7 +28,6 @@ import contextlib
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,8 +36,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "exporters"))
 
-import httpx  # noqa: E402
 
+from tests.helpers.archive_proc import post_concurrently  # noqa: E402
 from tests.helpers.net import free_port, wait_for_port  # noqa: E402
 from tests.helpers.procs import process_cpu_seconds, spawn, stop  # noqa: E402
 
@@ -86,37 +85,19 @@ def _server(variant: str) -> Iterator[tuple[str, int]]:
         stop(proc)
 
 
-def _post_all(url: str, body: bytes, count: int) -> None:
-    headers = {"Authorization": "Bearer " + "t" * 32, "Content-Type": "application/vnd.apache.arrow.stream"}
-    errors: list[str] = []
-
-    def client(n: int) -> None:
-        with httpx.Client(timeout=60) as http:
-            for _ in range(n):
-                answer = http.post(f"{url}/v1/ingest", content=body, headers=headers)
-                if answer.status_code != 200:
-                    errors.append(f"{answer.status_code} {answer.text[:200]}")
-
-    threads = [threading.Thread(target=client, args=(count // CLIENTS,)) for _ in range(CLIENTS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise RuntimeError(f"request failed: {errors[0]}")
+HEADERS = {"Authorization": "Bearer " + "t" * 32, "Content-Type": "application/vnd.apache.arrow.stream"}
 
 
 def run(variant: str, body: bytes, count: int) -> dict[str, float]:
     """One fresh server: a warm-up round, then `count` posts of `body`; rates and server CPU."""
     with _server(variant) as (url, pid):
-        _post_all(url, body, max(CLIENTS, count // 10))
+        post_concurrently(url, HEADERS, [body] * max(CLIENTS, count // 10), CLIENTS, timeout=60)
         cpu = process_cpu_seconds(pid)
         started = time.perf_counter()
-        _post_all(url, body, count)
+        post_concurrently(url, HEADERS, [body] * count, CLIENTS, timeout=60)
         wall = time.perf_counter() - started
         cpu = process_cpu_seconds(pid) - cpu
-    done = count // CLIENTS * CLIENTS
-    return {"rps": done / wall, "mbps": done * len(body) / wall / 1e6, "cpu_us": cpu / done * 1e6}
+    return {"rps": count / wall, "mbps": count * len(body) / wall / 1e6, "cpu_us": cpu / count * 1e6}
 
 
 def _protocol_cost(protocol: type, requests: int) -> float:

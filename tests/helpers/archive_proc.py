@@ -15,6 +15,7 @@ import contextlib
 import signal
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -130,3 +131,27 @@ def read_archive(root: Path):
         return arrow_schema().empty_table()
     dataset = ds.dataset(str(root), format="parquet", partitioning="hive", schema=arrow_schema())
     return dataset.to_table()
+
+
+def post_concurrently(url: str, headers: dict[str, str], bodies: Sequence[bytes], clients: int,
+                      timeout: float = 120.0) -> None:
+    """POST every body to ``/v1/ingest`` from `clients` concurrent connections (body i on client
+    i % clients), as a fleet of agents would; raise on any answer but 200."""
+    import httpx
+
+    errors: list[str] = []
+
+    def client(share: Sequence[bytes]) -> None:
+        with httpx.Client(timeout=timeout) as http:
+            for body in share:
+                answer = http.post(f"{url}/v1/ingest", content=body, headers=headers)
+                if answer.status_code != 200:
+                    errors.append(f"{answer.status_code} {answer.text[:200]}")
+
+    threads = [threading.Thread(target=client, args=(bodies[i::clients],)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"ingest failed: {errors[0]}")
