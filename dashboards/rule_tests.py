@@ -160,26 +160,32 @@ def _unreadable(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return fire, quiet
 
 
+def _counter_moved(series: str, labels: dict[str, str], fires: tuple[str, str],
+                   quiet: tuple[str, str]) -> tuple[list[Scenario], list[Scenario]]:
+    """Cases of an alert on an agent counter that must never move. Fires: it moves; a restarted
+    agent's series is born at 1. Quiet: it stays 0; it moved an hour ago and not since."""
+    alert = {"instance": NODE1, "job": AGENT_JOB, **labels}
+    return ([Scenario(fires[0], {**_up(), series: "0x10 1x20"}, "15m", [alert]),
+             Scenario(fires[1], {**_up(), series: "_x35 1x20"}, "45m", [alert])],
+            [Scenario(quiet[0], {**_up(), series: "0x40"}, "30m"),
+             Scenario(quiet[1], {**_up("1x100"), series: "0x10 1x90"}, "95m")])
+
+
 def _records_lost(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
-    lost = f'ranklog_agent_lost_records_total{{{_labels(instance=NODE1, job=AGENT_JOB, reason="refused")}}}'
-    fire = [Scenario("an archive refused one record and its text stand-in", {
-        **_up(), lost: "0x10 1x20"}, "15m", [{"instance": NODE1, "job": AGENT_JOB, "reason": "refused"}]),
-        Scenario("the agent restarted right after losing a record (series born at 1)", {
-            **_up(), lost: "_x35 1x20"}, "45m", [{"instance": NODE1, "job": AGENT_JOB, "reason": "refused"}])]
-    quiet = [Scenario("nothing lost", {**_up(), lost: "0x40"}, "30m"),
-             Scenario("a record lost an hour ago", {**_up("1x100"), lost: "0x10 1x90"}, "95m")]
-    return fire, quiet
+    return _counter_moved(
+        f'ranklog_agent_lost_records_total{{{_labels(instance=NODE1, job=AGENT_JOB, reason="refused")}}}',
+        {"reason": "refused"},
+        ("an archive refused one record and its text stand-in",
+         "the agent restarted right after losing a record (series born at 1)"),
+        ("nothing lost", "a record lost an hour ago"))
 
 
 def _unexpected_duplicates(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
-    dups = f'ranklog_agent_unexpected_duplicates_total{{{_labels(instance=NODE1, job=AGENT_JOB)}}}'
-    fire = [Scenario("a first send of a record answered 'duplicate' (forged key, shared token)", {
-        **_up(), dups: "0x10 1x20"}, "15m", [{"instance": NODE1, "job": AGENT_JOB}]),
-        Scenario("the agent's first ACK after a restart already held one (series born at 1)", {
-            **_up(), dups: "_x35 1x20"}, "45m", [{"instance": NODE1, "job": AGENT_JOB}])]
-    quiet = [Scenario("only the agent's own re-sends were duplicates (counter stays 0)", {**_up(), dups: "0x40"}, "30m"),
-             Scenario("one an hour ago, none since", {**_up("1x100"), dups: "0x10 1x90"}, "95m")]
-    return fire, quiet
+    return _counter_moved(
+        f'ranklog_agent_unexpected_duplicates_total{{{_labels(instance=NODE1, job=AGENT_JOB)}}}', {},
+        ("a first send of a record answered 'duplicate' (forged key, shared token)",
+         "the agent's first ACK after a restart already held one (series born at 1)"),
+        ("only the agent's own re-sends were duplicates (counter stays 0)", "one an hour ago, none since"))
 
 
 def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
