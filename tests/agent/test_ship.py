@@ -29,7 +29,7 @@ def _shipper(tmp_path: Path, urls: list[str], **overrides):
     token = tmp_path / "tok"
     token.write_text("tok-1\n")
     cfg = AgentConfig(archive=urls, token_file=str(token), sources=[], preset=["ranklog"],
-                      backoff_initial=0.05, backoff_max=0.5, batch_latency=0.05, **overrides)
+                      **{"backoff_initial": 0.05, "backoff_max": 0.5, "batch_latency": 0.05, **overrides})
     metrics = create("agent")
     acks: queue.SimpleQueue = queue.SimpleQueue()
     shipper = Shipper(cfg, metrics, acks.put, arrow_schema())
@@ -213,3 +213,27 @@ def test_request_codec_is_configurable_and_the_archive_decodes_it(tmp_path: Path
 
 def test_lz4_is_the_default_codec() -> None:
     assert AgentConfig().compression == "lz4"
+
+
+def test_the_tail_of_a_burst_goes_at_once_and_a_trickle_keeps_batching(tmp_path: Path) -> None:
+    """A request cut full marks a burst: the reader catching up then sends the open rest at once (once);
+    without a full request, catching up changes nothing and the rest waits for batch_latency."""
+    with scripted_archive() as archive:
+        shipper, _, acks = _shipper(tmp_path, [archive.url], batch_bytes=1000, batch_latency=30.0)
+        try:
+            shipper.submit(Chunk("h:1:2:ab", 0, 600, {}, _batch(6), 6))
+            shipper.tick(caught_up=True)  # a trickle: nothing full was cut, so the partial request waits
+            assert shipper._open and acks.empty()
+            shipper.submit(Chunk("h:1:2:ab", 600, 1200, {}, _batch(6, start=600), 6))  # full: cut
+            shipper.submit(Chunk("h:1:2:ab", 1200, 1500, {}, _batch(3, start=1200), 3))  # the burst's tail
+            shipper.tick()
+            assert len(shipper._open) == 1  # not caught up yet: still open
+            shipper.tick(caught_up=True)
+            assert not shipper._open  # the tail went without waiting 30 s
+            assert len(_wait_acked(shipper, acks, 3, timeout=10)) == 3
+            shipper.submit(Chunk("h:1:2:ab", 1500, 1600, {}, _batch(1, start=1500), 1))
+            shipper.tick(caught_up=True)  # one early cut per full one: this one waits again
+            assert shipper._open
+        finally:
+            shipper.stop()
+    assert sorted(r.rows for r in archive.received) == [3, 12]  # two senders: either may answer first

@@ -63,6 +63,7 @@ from tests.helpers.procs import spawn, stop  # noqa: E402
 
 CACHE = REPO / ".cache" / "bench_agent"
 WARMUP_LINES = 2_000
+POLL = 0.05  # how often the end of a run is checked, for both peers (agent_rsyslog.RsyslogPair.wait_lines)
 WORKLOADS = {"ranklog JSON": ("jsonl", "ranklog"), "python text": ("log", "python")}
 
 
@@ -133,7 +134,7 @@ class Pipeline:
         self.runs += 1
         self.shipped += lines // files * files
         self.agent.wait_for(lambda s, want=self.shipped: s.value("ranklog_agent_records_shipped_total") >= want,
-                            timeout=600, what=f"{lines} {kind} records shipped")
+                            timeout=600, what=f"{lines} {kind} records shipped", interval=POLL)
         return (time.monotonic() - t0, tree_cpu_seconds(self.agent.proc.pid) - cpu0,
                 cpu_seconds(self.peer_pid) - peer0)
 
@@ -266,7 +267,7 @@ def measure_rsyslog(plan: list[str], lines: int, workdir: Path) -> list[tuple[fl
             cpu0, t0 = cpu_seconds(pair.shipper.pid), time.monotonic()
             os.rename(staged, watch / f"run{number}.{ext}")
             delivered += lines
-            got, seen = pair.wait_lines(delivered, timeout=600)
+            got, seen = pair.wait_lines(delivered, timeout=600, interval=POLL)
             if got < delivered:
                 raise RuntimeError(f"rsyslog delivered {got} of {delivered} lines")
             results.append((seen - t0, cpu_seconds(pair.shipper.pid) - cpu0))

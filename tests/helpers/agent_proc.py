@@ -68,8 +68,10 @@ class AgentHandle:
     def scrape(self) -> Scrape:
         return Scrape(self.metrics_text())
 
-    def wait_for(self, condition: Callable[[Scrape], bool], timeout: float = 60, what: str = "condition") -> Scrape:
-        """Poll /metrics until `condition(scrape)` holds; raise with the agent's log when it never does."""
+    def wait_for(self, condition: Callable[[Scrape], bool], timeout: float = 60, what: str = "condition",
+                 interval: float = 0.2) -> Scrape:
+        """Poll /metrics every `interval` s until `condition(scrape)` holds; raise with the agent's log when it
+        never does."""
         deadline = time.monotonic() + timeout
         scrape = None
         while time.monotonic() < deadline:
@@ -81,7 +83,7 @@ class AgentHandle:
                 scrape = None
             if scrape is not None and condition(scrape):
                 return scrape
-            time.sleep(0.2)
+            time.sleep(interval)
         raise TimeoutError(f"agent: {what} not reached in {timeout}s\n{self.log()[-4000:]}")
 
     def wait_idle(self, timeout: float = 60, settle: float = 0.6) -> Scrape:

@@ -76,8 +76,9 @@ class RsyslogPair:
     output: Path
     logs: Path
 
-    def wait_lines(self, expected: int, timeout: float) -> tuple[int, float]:
-        """Wait until the receiver's output holds `expected` lines; (lines, monotonic time seen)."""
+    def wait_lines(self, expected: int, timeout: float, interval: float = 0.05) -> tuple[int, float]:
+        """Wait until the receiver's output holds `expected` lines, looking every `interval` s; (lines,
+        monotonic time seen)."""
         deadline = time.monotonic() + timeout
         lines = 0
         while time.monotonic() < deadline:
@@ -87,7 +88,7 @@ class RsyslogPair:
             for proc in (self.shipper, self.receiver):
                 if proc.poll() is not None:
                     raise RuntimeError(f"rsyslogd exited with {proc.returncode}: {self.logs.read_text()[-2000:]}")
-            time.sleep(0.05)
+            time.sleep(interval)
         return lines, time.monotonic()
 
 

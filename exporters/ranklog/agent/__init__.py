@@ -3,7 +3,8 @@
 Data path, one module per step:
 
 - :mod:`.agent_config`, :mod:`.presets` — what to read (globs + formats; ranklog/ray/torchrun/verl presets);
-- :mod:`.discover` — polling discovery (250 ms) in its own thread, opening new files at once;
+- :mod:`.discover`, :mod:`.inotify` — discovery in its own thread (on directory change notices, and a
+  250 ms poll as the safety net), opening new files at once;
 - :mod:`ranklog.file_identity`, :mod:`.tracked_file`, :mod:`.file_tracker` — file identity (dev+inode+head checksum), rotation,
   truncation, deletion; reading and parsing (``ranklog.parse``) into Arrow record batches;
 - :mod:`.log_metrics`, :mod:`.metrics_thread` — Prometheus metrics from each parsed batch (vectorized, on a

@@ -3,10 +3,12 @@
 Defaults are what a production node wants without tuning: 4 MB / 250 ms batches (≤ 1 s latency at
 low rates, big compressed requests at high rates), 2 MB reads (large enough to vectorize, small
 enough that polls and acks are served every fraction of a second), 64 MB of unacknowledged data
-before reading pauses, a 250 ms discovery poll (new files are picked up well within a second), and
+before reading pauses, a 250 ms discovery poll (the safety net: where inotify works a new file is
+picked up within milliseconds of its directory changing), and
 a record that may still grow (a traceback can follow it) is shipped after 0.5 s of quiet: with the
 batch latency that keeps the last record of a burst under the 1 s latency target (logging writes a
-record and its traceback in one write, so its lines do not arrive seconds apart).
+record and its traceback in one write, so its lines do not arrive seconds apart). The tail of a
+burst — the partial request left when the reader catches up after a full one — goes at once.
 
 Parsing runs in ``parse_workers`` worker processes (:mod:`.parse_pool`) when that is more than 1:
 by default one per CPU the agent may run on (its affinity mask and its cgroup's CPU quota, i.e.

@@ -1,9 +1,10 @@
 """Discovery: which files the sources' globs match right now.
 
-The standard library has no inotify, so discovery polls: every ``poll_interval`` (250 ms by default)
-the globs are expanded again (glob uses ``os.scandir``). A new file is therefore picked up within a
-poll period, and the cost is a directory listing per glob level — cheap for the few hundred files a
-training node writes. Compressed files (``*.gz``, ``*.1.gz``, ``.bz2``, ``.xz``, ``.zst``) are never
+Discovery polls: every ``poll_interval`` (250 ms by default) the globs are expanded again (a
+directory listing per glob level — cheap for the few hundred files a training node writes), and
+where Linux inotify works it also scans as soon as a directory the globs cover changes
+(:mod:`.inotify`), so a new or renamed file is picked up in milliseconds; the poll stays as the
+safety net for what inotify cannot see (network filesystems, watch limits). Compressed files (``*.gz``, ``*.1.gz``, ``.bz2``, ``.xz``, ``.zst``) are never
 read: on a node they are copies made by logrotate of files the agent already read while they were
 plain; reading them again would only duplicate records (old archives are for ``ranklog query
 --log_dir``). When two sources match the same file, the first source wins.
@@ -38,10 +39,12 @@ import os
 import queue
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .agent_config import SourceSpec
+from .inotify import open_watch
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
 REASONS = ("permission", "missing", "not_a_file", "error")
@@ -59,13 +62,17 @@ def reason_of(exc: OSError) -> str:
     return "error"
 
 
-def expand(pattern: str, report: Report) -> Iterator[str]:
+def expand(pattern: str, report: Report, dirs: set[str] | None = None) -> Iterator[str]:
     """``glob.iglob(pattern, recursive=True)``, except that what cannot be read is reported, not dropped.
 
     Hidden names match only a pattern component that starts with a dot, as in glob; ``**`` follows
-    symlinked directories once (a symlink loop ends at the first revisit).
+    symlinked directories once (a symlink loop ends at the first revisit). `dirs`, when given,
+    collects the directories whose change could change the matches (those listed, the parent of a
+    plain path, the nearest existing ancestor of a missing one): the ones worth watching.
     """
+    dirs = set() if dirs is None else dirs
     if not glob.has_magic(pattern):
+        dirs.add(_nearest_existing(os.path.dirname(os.path.abspath(pattern))))
         try:
             mode = os.stat(pattern).st_mode
         except OSError as exc:
@@ -78,14 +85,24 @@ def expand(pattern: str, report: Report) -> Iterator[str]:
         return
     root = os.sep if os.path.isabs(pattern) else os.curdir
     parts = [part for part in pattern.split(os.sep) if part]
-    yield from _walk(root, parts, report, set())
+    yield from _walk(root, parts, report, set(), dirs)
 
 
-def _scandir(directory: str, report: Report) -> list[os.DirEntry]:
+def _nearest_existing(directory: str) -> str:
+    """`directory` or its closest ancestor that exists (where the missing part will be created)."""
+    while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def _scandir(directory: str, report: Report, dirs: set[str]) -> list[os.DirEntry]:
     try:
         with os.scandir(directory) as it:
-            return list(it)
+            entries = list(it)
+        dirs.add(os.path.abspath(directory))
+        return entries
     except (FileNotFoundError, NotADirectoryError):
+        dirs.add(_nearest_existing(os.path.abspath(directory)))
         return []  # a root that does not exist (yet) holds nothing to read
     except OSError as exc:
         report(directory, reason_of(exc), f"cannot list directory: {exc.strerror}")
@@ -117,34 +134,39 @@ def _join(base: str, name: str) -> str:
     return name if base == os.curdir else os.path.join(base, name)
 
 
-def _walk(base: str, parts: list[str], report: Report, visited: set[tuple[int, int]]) -> Iterator[str]:
+def _walk(base: str, parts: list[str], report: Report, visited: set[tuple[int, int]],
+          dirs: set[str]) -> Iterator[str]:
     if not parts:
         yield base
         return
     head, rest = parts[0], parts[1:]
     if head == "**":
         if rest:  # `**` matching zero directories
-            yield from _walk(base, rest, report, visited)
-        for entry in _scandir(base, report):
+            yield from _walk(base, rest, report, visited, dirs)
+        for entry in _scandir(base, report, dirs):
             if entry.name.startswith("."):
                 continue
             child = _join(base, entry.name)
             if not rest:
                 yield child
             if _is_dir(entry, report) and _first_visit(entry, visited, report):
-                yield from _walk(child, parts, report, visited)
+                yield from _walk(child, parts, report, visited, dirs)
         return
     if not glob.has_magic(head):
-        yield from _walk(_join(base, head), rest, report, visited) if rest else _existing(_join(base, head), report)
+        if rest:
+            yield from _walk(_join(base, head), rest, report, visited, dirs)
+        else:
+            dirs.add(_nearest_existing(os.path.abspath(base)))
+            yield from _existing(_join(base, head), report)
         return
     hidden_ok = head.startswith(".")
-    for entry in _scandir(base, report):
+    for entry in _scandir(base, report, dirs):
         if (entry.name.startswith(".") and not hidden_ok) or not fnmatch.fnmatchcase(entry.name, head):
             continue
         if not rest:
             yield _join(base, entry.name)
         elif _is_dir(entry, report):
-            yield from _walk(_join(base, entry.name), rest, report, visited)
+            yield from _walk(_join(base, entry.name), rest, report, visited, dirs)
 
 
 def _existing(path: str, report: Report) -> Iterator[str]:
@@ -200,10 +222,12 @@ class Discovery:
         # The agent's own state dir must never be tailed, even when a glob covers it.
         self._ignore = tuple(os.path.abspath(d) + os.sep for d in ignore_dirs)
         self.unreadable: dict[str, tuple[str, str]] = {}  # of the latest scan: path → (reason, detail)
+        self.directories: set[str] = set()  # of the latest scan: where a change could change the matches
 
     def scan(self) -> dict[str, SourceSpec]:
         found: dict[str, SourceSpec] = {}
         unreadable: dict[str, tuple[str, str]] = {}
+        directories: set[str] = set()
 
         def report(path: str, reason: str, detail: str) -> None:
             path = os.path.abspath(path)
@@ -212,7 +236,7 @@ class Discovery:
 
         for spec in self.specs:
             pattern = os.path.expanduser(os.path.expandvars(spec.glob))
-            for match in expand(pattern, report):
+            for match in expand(pattern, report, directories):
                 path = os.path.abspath(match)
                 if path in found or is_compressed(path) or self._excluded(path, spec):
                     continue
@@ -227,6 +251,7 @@ class Discovery:
                 elif not stat.S_ISDIR(mode):
                     report(path, "not_a_file", f"matched {spec.glob!r} but is not a regular file")
         self.unreadable = unreadable
+        self.directories = directories
         return found
 
     def _excluded(self, path: str, spec: SourceSpec | None) -> bool:
@@ -249,25 +274,40 @@ class Opened:
 
 
 class DiscoveryThread:
-    """Runs :meth:`Discovery.scan` every ``interval`` seconds in its own thread and opens new files at once.
+    """Runs :meth:`Discovery.scan` in its own thread and opens new files at once.
 
     The main loop may be busy parsing a large read for a while; a file created and rotated away (or
-    deleted) in that time would otherwise never be seen. This thread opens every new inode within one
-    poll period and hands the descriptor over, so the bytes stay readable whatever happens to the name.
+    deleted) in that time would otherwise never be seen. This thread opens every new inode as soon
+    as a scan sees it and hands the descriptor over, so the bytes stay readable whatever happens to
+    the name. Scans run every ``interval`` seconds and, where inotify works (:mod:`.inotify`), as soon
+    as a directory the globs cover changes — at most one every ``interval / 10``, so a directory that
+    churns cannot keep discovery busy — after which ``on_change`` tells the main loop to look now.
     """
 
-    def __init__(self, discovery: Discovery, interval: float, unreadable_gauge=None) -> None:
+    def __init__(self, discovery: Discovery, interval: float, unreadable_gauge=None,
+                 on_change: Callable[[], None] | None = None, watch: bool = True) -> None:
         self.discovery = discovery
         self.interval = interval
+        self.min_gap = interval / 10
         self.unreadable = UnreadablePaths(unreadable_gauge)
         self.found: dict[str, SourceSpec] = {}
+        self.on_change = on_change
         self._opened: queue.SimpleQueue[Opened] = queue.SimpleQueue()
         self._seen: set[tuple[int, int]] = set()
         self._stop = threading.Event()
+        self._watch = open_watch() if watch else None
+        self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="ranklog-discovery", daemon=True)
+
+    @property
+    def watching(self) -> set[str]:
+        """Directories watched by inotify (empty where it is unavailable)."""
+        return self._watch.watched if self._watch is not None else set()
 
     def scan_once(self) -> dict[str, SourceSpec]:
         found = self.discovery.scan()
+        if self._watch is not None:
+            self._watch.sync(self.discovery.directories)
         unreadable = dict(self.discovery.unreadable)
         present: set[tuple[int, int]] = set()
         for path, spec in found.items():
@@ -300,9 +340,15 @@ class DiscoveryThread:
 
     def stop(self) -> None:
         self._stop.set()
+        os.write(self._wake_w, b"x")
         self._thread.join(5)
         for item in self.take():
             os.close(item.fd)
+        if not self._thread.is_alive():
+            if self._watch is not None:
+                self._watch.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
 
     def take(self) -> list[Opened]:
         out = []
@@ -313,8 +359,28 @@ class DiscoveryThread:
                 return out
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        last = time.monotonic()
+        while not self._stop.is_set():
+            changed = self._wait(last + self.interval - time.monotonic())
+            if self._stop.is_set():
+                return
+            if changed:  # a burst of changes (a job starting, a rotation) is one scan, not one each
+                self._stop.wait(max(0.0, last + self.min_gap - time.monotonic()))
+            elif time.monotonic() < last + self.interval:
+                continue
+            last = time.monotonic()
+            before = self._opened.qsize()
             try:
                 self.scan_once()
             except Exception:  # a bad glob or an unreadable dir must not stop discovery
                 log.exception("discovery scan failed")
+                continue
+            if self.on_change is not None and (changed or self._opened.qsize() > before):
+                self.on_change()
+
+    def _wait(self, timeout: float) -> bool:
+        """Sleep up to `timeout` (or until stopped); True if a watched directory changed meanwhile."""
+        if self._watch is None:
+            self._stop.wait(max(0.0, timeout))
+            return False
+        return self._watch.wait(timeout, self._wake_r)

@@ -302,6 +302,11 @@ class ParsePool:
     def outstanding(self) -> int:
         return sum(worker.outstanding for worker in self._workers)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing read is waiting for a worker or in one."""
+        return not self._unsent and self.outstanding == 0
+
     def close(self, timeout: float = 2.0) -> None:
         self._closing = True
         for worker in self._workers:

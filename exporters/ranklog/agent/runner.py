@@ -33,6 +33,7 @@ from .presets import all_sources
 from .ship import Shipper
 
 log = logging.getLogger("ranklog.agent")
+LOOK_NOW = "look now"  # event from discovery: a watched directory changed, poll before the next period
 
 
 class Agent:
@@ -43,13 +44,14 @@ class Agent:
         labels = LabelBudget(self.metrics.metric_label_overflow, cfg.max_jobs, cfg.max_ranks, cfg.max_metric_names)
         self.observer = ObserverThread(BatchObserver(self.metrics, labels, cfg.training_metrics))
         # acknowledged chunks (from the senders) and parse workers' answers, for the main thread
-        self._events: queue.SimpleQueue[list[Chunk] | Parsed | WorkerDied] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[list[Chunk] | Parsed | WorkerDied | str] = queue.SimpleQueue()
         self.shipper = Shipper(cfg, self.metrics, self._events.put, arrow_schema())
         self.pool: ParsePool | None = None
         self.store = CheckpointStore(cfg.state_dir)
         self.writer: CheckpointWriter | None = None
         self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval,
-                                         self.metrics.agent_unreadable_paths)
+                                         self.metrics.agent_unreadable_paths, on_change=lambda: self._events.put(LOOK_NOW))
+        self._look_now = False
         self.tracker = FileTracker(cfg, self.metrics)
         self._turn = 0
 
@@ -70,7 +72,8 @@ class Agent:
         try:
             while not stop.is_set():
                 now = time.monotonic()
-                if now >= next_poll:
+                if now >= next_poll or self._look_now:
+                    self._look_now = False
                     self._submit_all(self.tracker.poll(self.discovery.found, self.discovery.take()))
                     self._forget_released()
                     self._update_gauges()
@@ -80,7 +83,7 @@ class Agent:
                     self._save()
                     last_save = now
                 worked = self._read_round(now)
-                self.shipper.tick()
+                self.shipper.tick(caught_up=not worked and (self.pool is None or self.pool.idle))
                 if not worked:
                     self._wait_for_event(min(0.05, max(0.0, next_poll - time.monotonic())))
         finally:
@@ -145,8 +148,10 @@ class Agent:
             return
         self._handle(event)
 
-    def _handle(self, event: list[Chunk] | Parsed | WorkerDied) -> None:
-        if isinstance(event, Parsed):
+    def _handle(self, event: list[Chunk] | Parsed | WorkerDied | str) -> None:
+        if event is LOOK_NOW:
+            self._look_now = True
+        elif isinstance(event, Parsed):
             tf, chunk, errors = self.pool.take(event)
             if errors:
                 self.metrics.agent_parse_errors.labels(format=tf.format).inc(errors)

@@ -2,7 +2,8 @@
 
 A request is an Arrow IPC stream (lz4- or zstd-compressed buffers) of the chunks' record batches, sent as
 ``POST <url>/v1/ingest`` with the bearer token. Requests are cut per preferred endpoint when they
-hold ``batch_bytes`` raw bytes or their oldest chunk waited ``batch_latency``. ``senders`` threads
+hold ``batch_bytes`` raw bytes or their oldest chunk waited ``batch_latency`` — or at once when the
+reader caught up at the end of a burst (:meth:`Shipper.tick`). ``senders`` threads
 send concurrently. A request is never dropped: every failure is counted by reason and retried on the
 next available endpoint (see :mod:`.endpoints`); a 413 splits it into smaller bodies; a permanent
 refusal (400/422) is bisected down to the refused record (see :meth:`Shipper._deliver`); a 403
@@ -163,6 +164,7 @@ class Shipper:
         self._threads: list[threading.Thread] = []
         self._busy = 0
         self._busy_lock = threading.Lock()
+        self._burst_until = 0.0  # a full request was cut within the last batch_latency (see tick)
 
     # --- batching (called from the main loop only) ---------------------------------------------
 
@@ -176,13 +178,23 @@ class Shipper:
         request.rows += chunk.rows
         if request.nbytes >= self._cfg.batch_bytes:
             self._send(self._open.pop(index))
+            self._burst_until = time.monotonic() + self._cfg.batch_latency
 
-    def tick(self, force: bool = False) -> None:
-        """Cut requests whose oldest chunk has waited `batch_latency` (all of them when `force`)."""
+    def tick(self, force: bool = False, caught_up: bool = False) -> None:
+        """Cut requests whose oldest chunk has waited `batch_latency` (all of them when `force`).
+
+        The tail of a burst is not held: when the reader has `caught_up` (a read round found nothing
+        new) within `batch_latency` of a request cut full, the open requests go at once. Waiting would
+        only delay the burst's last records — more data is not coming soon — while a trickle, which
+        never fills a request, keeps batching by time: the early cuts are at most one per full one.
+        """
         now = time.monotonic()
+        early = caught_up and now < self._burst_until
         for index in list(self._open):
-            if force or now - self._open[index].started >= self._cfg.batch_latency:
+            if force or early or now - self._open[index].started >= self._cfg.batch_latency:
                 self._send(self._open.pop(index))
+        if early:
+            self._burst_until = 0.0
 
     def _send(self, request: Request) -> None:
         if request.rows == 0:
