@@ -130,3 +130,22 @@ def test_values_as_one_spans_exactly_the_slice() -> None:
     assert values_as_one(pa.chunked_array([["a"], ["b"]])).to_pylist() == ["ab"]
     assert values_as_one(pa.array([], pa.string())).to_pylist() == [""]
     assert values_as_one(pa.array(["x"], pa.large_string())).to_pylist() == ["x"]
+
+
+def test_leading_step_shortcut_gives_text_steps_numbers() -> None:
+    """Messages starting with their step take the anchored LEADING_STEP; every message still gets the
+    number the unanchored TEXT_STEP finds (or none), whichever path took it."""
+    import pyarrow.compute as pc
+
+    from ranklog.parse.steps import TEXT_STEP, _step_numbers
+
+    texts = pa.array([
+        "step 12 finished", "Step 12/500", "global_step=40 loss=1", "GLOBAL STEP 41", "[step 7] ok", "step: 5",
+        "stepwise 5 then step 6", "steps 3 and step 4", "ſtep 3", "STEP#9", "step [10]", "step 1234567890123 big",
+        "step 123456789012", "step 12a then step 13", "epoch 1 step 50", "/step 5", "x_step 7 step 8", "step\t8",
+        "step  =  9", "step-13", "no number", None, "step 007", "global_step 1 step 2",
+    ])
+    expected = pc.struct_field(pc.extract_regex(texts, TEXT_STEP), [0])
+    got = _step_numbers(texts)
+    assert got.to_pylist() == expected.to_pylist()
+    assert got.to_pylist()[:4] == ["12", "12", "40", "41"]

@@ -29,6 +29,10 @@ from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE
 STEP_PATTERN = r"^step:\d+ - \S+?:"
 # "step 3 micro 0", "Step 12/500", "global_step=40", "[step 7]", "step: 5" (not "steps 3", "timestep 4")
 TEXT_STEP = r"(?i)(?:^|[^\w/])(?:global[_ ])?step\s*(?:[:=#]\s*)?\[?(?P<step>\d{1,12})\b"
+# TEXT_STEP's own match when it starts the message ("step 12 finished …", the usual spelling): the
+# leftmost match, taken by TEXT_STEP's `^` branch, so the same number. Anchored, RE2 extracts it ~3×
+# cheaper than the unanchored search (which needs a forward and a backward scan before the groups).
+LEADING_STEP = r"(?i)^(?:global[_ ])?step\s*(?:[:=#]\s*)?\[?(?P<step>\d{1,12})\b"
 _REPR = re.compile(r"^(?:(?:np|numpy|torch)\.\w+|tensor)\(\s*([^,()]+?)\s*(?:,.*)?\)$")
 
 
@@ -106,8 +110,19 @@ def _text_steps(msg: pa.Array, step: pa.Array | None) -> pa.Array | None:
     mentions = pc.fill_null(pc.match_substring(msg, "step", ignore_case=True), False)
     if not pc.any(mentions).as_py():
         return step
-    found = pc.extract_regex(pc.if_else(mentions, msg, pa.scalar(None, pa.string())), TEXT_STEP)
-    numbers = pc.struct_field(found, [0])
-    parsed = pc.if_else(pc.less_equal(pc.utf8_length(numbers), 12), numbers, pa.scalar(None, pa.string()))
-    parsed = parsed.cast(pa.int64())
+    every = mentions.false_count == 0
+    numbers = _step_numbers(msg if every else msg.filter(mentions))
+    if not every:
+        numbers = pc.replace_with_mask(pa.nulls(len(msg), pa.string()), mentions, numbers)
+    parsed = numbers.cast(pa.int64())
     return parsed if step is None else pc.coalesce(step.cast(pa.int64()), parsed)
+
+
+def _step_numbers(texts: pa.Array) -> pa.Array:
+    """The TEXT_STEP number of each text (null where none): LEADING_STEP first, TEXT_STEP for the rest."""
+    numbers = pc.struct_field(pc.extract_regex(texts, LEADING_STEP), [0])
+    rest = numbers.is_null()
+    if rest.true_count:
+        others = pc.struct_field(pc.extract_regex(texts.filter(rest), TEXT_STEP), [0])
+        numbers = pc.replace_with_mask(numbers, rest, others)
+    return numbers
