@@ -217,23 +217,31 @@ def test_lz4_is_the_default_codec() -> None:
 
 def test_the_tail_of_a_burst_goes_at_once_and_a_trickle_keeps_batching(tmp_path: Path) -> None:
     """A request cut full marks a burst: the reader catching up then sends the open rest at once (once);
-    without a full request, catching up changes nothing and the rest waits for batch_latency."""
+    without a full request, catching up sends only a request holding a quarter of batch_bytes."""
     with scripted_archive() as archive:
         shipper, _, acks = _shipper(tmp_path, [archive.url], batch_bytes=1000, batch_latency=30.0)
+
+        def submit(start: int, end: int, rows: int) -> None:
+            shipper.submit(Chunk("h:1:2:ab", start, end, {}, _batch(rows, start=start), rows))
+
         try:
-            shipper.submit(Chunk("h:1:2:ab", 0, 600, {}, _batch(6), 6))
+            submit(0, 100, 1)
             shipper.tick(caught_up=True)  # a trickle: nothing full was cut, so the partial request waits
             assert shipper._open and acks.empty()
-            shipper.submit(Chunk("h:1:2:ab", 600, 1200, {}, _batch(6, start=600), 6))  # full: cut
-            shipper.submit(Chunk("h:1:2:ab", 1200, 1500, {}, _batch(3, start=1200), 3))  # the burst's tail
+            submit(100, 1200, 6)  # full: cut
+            submit(1200, 1300, 3)  # the burst's tail
             shipper.tick()
             assert len(shipper._open) == 1  # not caught up yet: still open
             shipper.tick(caught_up=True)
             assert not shipper._open  # the tail went without waiting 30 s
             assert len(_wait_acked(shipper, acks, 3, timeout=10)) == 3
-            shipper.submit(Chunk("h:1:2:ab", 1500, 1600, {}, _batch(1, start=1500), 1))
+            submit(1300, 1400, 1)
             shipper.tick(caught_up=True)  # one early cut per full one: this one waits again
             assert shipper._open
+            submit(1400, 1600, 2)
+            shipper.tick(caught_up=True)  # 300 bytes: a quarter request goes when the reader caught up
+            assert not shipper._open
+            assert len(_wait_acked(shipper, acks, 2, timeout=10)) == 2
         finally:
             shipper.stop()
-    assert sorted(r.rows for r in archive.received) == [3, 12]  # two senders: either may answer first
+    assert sorted(r.rows for r in archive.received) == [3, 3, 7]  # two senders: either may answer first

@@ -3,7 +3,7 @@
 A request is an Arrow IPC stream (lz4- or zstd-compressed buffers) of the chunks' record batches, sent as
 ``POST <url>/v1/ingest`` with the bearer token. Requests are cut per preferred endpoint when they
 hold ``batch_bytes`` raw bytes or their oldest chunk waited ``batch_latency`` — or at once when the
-reader caught up at the end of a burst (:meth:`Shipper.tick`). ``senders`` threads
+reader caught up at the end of a burst or with a quarter request (:meth:`Shipper.tick`). ``senders`` threads
 send concurrently. A request is never dropped: every failure is counted by reason and retried on the
 next available endpoint (see :mod:`.endpoints`); a 413 splits it into smaller bodies; a permanent
 refusal (400/422) is bisected down to the refused record (see :meth:`Shipper._deliver`); a 403
@@ -183,17 +183,21 @@ class Shipper:
     def tick(self, force: bool = False, caught_up: bool = False) -> None:
         """Cut requests whose oldest chunk has waited `batch_latency` (all of them when `force`).
 
-        The tail of a burst is not held: when the reader has `caught_up` (a read round found nothing
-        new) within `batch_latency` of a request cut full, the open requests go at once. Waiting would
-        only delay the burst's last records — more data is not coming soon — while a trickle, which
-        never fills a request, keeps batching by time: the early cuts are at most one per full one.
+        Nothing is held for long once the reader has `caught_up` (a read round found nothing new) —
+        waiting would only delay records while more data is not coming soon: the open requests go at
+        once within `batch_latency` of a request cut full (the tail of a burst; at most one such cut
+        per full one), and so does any request holding a quarter of `batch_bytes` (a burst smaller
+        than one request). A trickle, which fills neither, keeps batching by time, so the request
+        rate stays bounded by the data rate over a quarter request.
         """
         now = time.monotonic()
-        early = caught_up and now < self._burst_until
+        tail = caught_up and now < self._burst_until
         for index in list(self._open):
-            if force or early or now - self._open[index].started >= self._cfg.batch_latency:
+            request = self._open[index]
+            if (force or tail or now - request.started >= self._cfg.batch_latency
+                    or (caught_up and request.nbytes * 4 >= self._cfg.batch_bytes)):
                 self._send(self._open.pop(index))
-        if early:
+        if tail:
             self._burst_until = 0.0
 
     def _send(self, request: Request) -> None:
