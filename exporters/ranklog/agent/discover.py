@@ -280,8 +280,9 @@ class DiscoveryThread:
     deleted) in that time would otherwise never be seen. This thread opens every new inode as soon
     as a scan sees it and hands the descriptor over, so the bytes stay readable whatever happens to
     the name. Scans run every ``interval`` seconds and, where inotify works (:mod:`.inotify`), as soon
-    as a directory the globs cover changes — at most one every ``interval / 10``, so a directory that
-    churns cannot keep discovery busy — after which ``on_change`` tells the main loop to look now.
+    as a directory the globs cover changes — at most one every ``interval / 10`` and ten times the
+    last scan's duration, so a directory that churns (a Ray node starting workers) cannot keep
+    discovery busy — after which ``on_change`` tells the main loop to look now.
     """
 
     def __init__(self, discovery: Discovery, interval: float, unreadable_gauge=None,
@@ -289,6 +290,7 @@ class DiscoveryThread:
         self.discovery = discovery
         self.interval = interval
         self.min_gap = interval / 10
+        self._gap = self.min_gap
         self.unreadable = UnreadablePaths(unreadable_gauge)
         self.found: dict[str, SourceSpec] = {}
         self.on_change = on_change
@@ -365,7 +367,7 @@ class DiscoveryThread:
             if self._stop.is_set():
                 return
             if changed:  # a burst of changes (a job starting, a rotation) is one scan, not one each
-                self._stop.wait(max(0.0, last + self.min_gap - time.monotonic()))
+                self._stop.wait(max(0.0, last + self._gap - time.monotonic()))
             elif time.monotonic() < last + self.interval:
                 continue
             last = time.monotonic()
@@ -375,6 +377,8 @@ class DiscoveryThread:
             except Exception:  # a bad glob or an unreadable dir must not stop discovery
                 log.exception("discovery scan failed")
                 continue
+            finally:  # scans on change take at most a tenth of a core, however large the tree
+                self._gap = max(self.min_gap, 10 * (time.monotonic() - last))
             if self.on_change is not None and (changed or self._opened.qsize() > before):
                 self.on_change()
 
