@@ -9,6 +9,7 @@ import pytest
 
 from ranklog.parse.ansi import strip_ansi
 from ranklog.parse.arrowbytes import values_contain
+from ranklog.parse.formats.ray import RAY
 from ranklog.parse.timestamps import strings_to_timestamps
 from ranklog.record import ts_ns
 
@@ -149,3 +150,34 @@ def test_leading_step_shortcut_gives_text_steps_numbers() -> None:
     got = _step_numbers(texts)
     assert got.to_pylist() == expected.to_pylist()
     assert got.to_pylist()[:4] == ["12", "12", "40", "41"]
+
+
+@pytest.mark.parametrize("pattern", [
+    *(pattern for layout in RAY.layouts for pattern in layout.patterns),
+    r"^(?P<_prefix>\[rank(?P<rank>\d+)\]: ?)(?P<_rest>.*)$",
+    r"^a|(?P<x>b)?(?P<msg>.*)$",  # the tail in one branch only; a group that takes no part
+    r"(?P<word>\w+) (?P<msg>.*)$",  # unanchored
+])
+def test_extract_groups_answers_like_extract_regex(pattern: str) -> None:
+    """The message tail cut out of the line by offset, instead of matched, gives extract_regex's
+    struct: same matched rows, same groups ("" for a group that took no part)."""
+    import pyarrow.compute as pc
+
+    from ranklog.parse.groups import extract_groups
+
+    lines = pa.array([
+        "2026-12-02 13:04:05,123 - verl.trainer - INFO - step 1 - loss 0.5",
+        "2026-12-02 13:04:05,123 - my logger - ERROR - spaces in the name",
+        "[2026-12-02 13:04:05,123][hydra][WARNING] - ünïcode — here",
+        "2026-12-02 13:04:05.123 | SUCCESS  | mod:fn:12 - done",
+        "2026-12-02 13:04:05,123\tINFO file.py:3 -- ray",
+        "2026-12-02T13:04:05Z ERROR torch.x: boom", "2026-12-02 13:04:05 [INFO] ad hoc", "WARNING:root:basic",
+        "I1202 13:04:05.123456 1234 file.cc:42] glog", "[2025-10-01 08:00:00,123 I 1 2] (raylet) a.cc:4: cpp",
+        "[rank3]: 2026-12-02 13:04:05,123 - x - INFO - ranked", "b", "a", "", None, "plain text é", "x y",
+        "2026-12-02 13:04:05,123 - x - INFO - ",
+    ])
+    for texts in (lines, lines.slice(3, 9), lines.filter(pc.is_valid(lines))):
+        expected, got = pc.extract_regex(texts, pattern), extract_groups(texts, pattern)
+        assert got.is_valid().equals(expected.is_valid())
+        assert got.filter(got.is_valid()).equals(expected.filter(expected.is_valid()))
+    assert extract_groups(pa.array(["a\nb"]), r"(?P<msg>.*)$").to_pylist() == [{"msg": "b"}]  # not a line: RE2 as is

@@ -29,6 +29,7 @@ from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
 
 from .batch import build_batch, empty_batch
 from .contract import ParseResult
+from .groups import extract_groups
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
 from .lines import decode_lines, split_lines
@@ -120,7 +121,7 @@ def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]) -> tuple[dict[str,
         wrapped = f"^(?P<_prefix>{pattern.lstrip('^')})(?P<_rest>.*)$"
         if not pc.any(pc.match_substring_regex(body, wrapped)).as_py():
             continue
-        found = pc.extract_regex(body, wrapped)
+        found = extract_groups(body, wrapped)
         matched = found.is_valid()
         prefix_text = pc.if_else(matched, found.field("_prefix"), "")
         stream = prefix_text if stream is None else pc.binary_join_element_wise(stream, prefix_text, "")
@@ -144,7 +145,7 @@ def _match_layouts(body: pa.Array, fmt: TextFormat, tz: str, read_time_ns: int) 
         if not len(rows):
             break
         subset = body if len(rows) == n else body.take(pa.array(rows))
-        found = pc.extract_regex(subset, pattern)
+        found = extract_groups(subset, pattern)
         valid = np.asarray(found.is_valid())
         if not valid.any():
             continue
