@@ -12,7 +12,9 @@ clock runs until the last line is stored:
 - rsyslog: ``rsyslogd`` with ``imfile`` → ``omfwd`` TCP → a second ``rsyslogd`` writing a file; done
   when the output file holds N lines.
 
-CPU is the shipping side only (the agent with its parse worker processes; rsyslog's imfile/omfwd
+Both ends are looked at every 50 ms (``POLL``): the agent's ``/metrics`` (a scrape costs the agent
+~2 ms of CPU, counted in its figures: ~0.1 µs a line at these rates) and rsyslog's output file
+(counted incrementally by this process). CPU is the shipping side only (the agent with its parse worker processes; rsyslog's imfile/omfwd
 instance), from /proc, measured over the same interval. Medians of the runs. The archive's CPU over
 the agent's interval is reported too: agent plus archive per line, against the machine's cores, is
 the ceiling any agent of this design can reach on this machine (the Parquet flush that follows the

@@ -61,20 +61,28 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def count_lines(path: Path) -> int:
-    try:
-        with path.open("rb") as handle:
-            return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b""))
-    except FileNotFoundError:
-        return 0
-
-
 @dataclass
 class RsyslogPair:
     shipper: subprocess.Popen
     receiver: subprocess.Popen
     output: Path
     logs: Path
+    _counted: tuple[int, int] = (0, 0)  # (bytes of the output already counted, lines in them)
+
+    def count_lines(self) -> int:
+        """Lines in the receiver's output, reading only what was appended since the last count (a
+        full re-read of a growing file every look would take a core from rsyslog on a small machine)."""
+        offset, lines = self._counted
+        try:
+            with self.output.open("rb") as handle:
+                handle.seek(offset)
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    lines += block.count(b"\n")
+                    offset += len(block)
+        except FileNotFoundError:
+            return 0
+        self._counted = (offset, lines)
+        return lines
 
     def wait_lines(self, expected: int, timeout: float, interval: float = 0.05) -> tuple[int, float]:
         """Wait until the receiver's output holds `expected` lines, looking every `interval` s; (lines,
@@ -82,7 +90,7 @@ class RsyslogPair:
         deadline = time.monotonic() + timeout
         lines = 0
         while time.monotonic() < deadline:
-            lines = count_lines(self.output)
+            lines = self.count_lines()
             if lines >= expected:
                 return lines, time.monotonic()
             for proc in (self.shipper, self.receiver):
