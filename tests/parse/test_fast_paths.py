@@ -181,3 +181,30 @@ def test_extract_groups_answers_like_extract_regex(pattern: str) -> None:
         assert got.is_valid().equals(expected.is_valid())
         assert got.filter(got.is_valid()).equals(expected.filter(expected.is_valid()))
     assert extract_groups(pa.array(["a\nb"]), r"(?P<msg>.*)$").to_pylist() == [{"msg": "b"}]  # not a line: RE2 as is
+
+
+def test_byte_helpers_see_only_the_slice_and_keep_nulls() -> None:
+    import pyarrow.compute as pc
+
+    from ranklog.parse.arrowbytes import first_bytes, replace_byte, value_lengths
+
+    column = pa.array(["a,b", None, "", "é,", ",,x", "plain"]).slice(1, 4)
+    assert value_lengths(column).tolist() == [0, 0, 3, 3]
+    assert first_bytes(column).tolist() == [0, 0, 0xC3, ord(",")]
+    assert replace_byte(column, b",", b".").equals(pc.replace_substring(column, ",", "."))
+    assert replace_byte(column, b",", b".").to_pylist() == [None, "", "é.", "..x"]
+    assert first_bytes(pa.array(["", ""])).tolist() == [0, 0]
+    with pytest.raises(ValueError):
+        replace_byte(column, b",", "é".encode())
+
+
+def test_lines_a_custom_layout_takes_are_still_blank_when_blank() -> None:
+    """Header lines starting with a visible ASCII character skip the blank/indent/traceback kernels;
+    a layout that also takes whitespace-only lines (ASCII or not) still sees them as blank."""
+    from ranklog.parse import SourceContext, parse
+
+    ctx = SourceContext(source="/x.log", source_id="s", format="text", host="h", ip="127.0.0.1",
+                        options={"regex": r"^(?P<msg>.*)$"})
+    data = "first\n   \n\u3000\u2003\n\tindented\nlast\n".encode()
+    rows = parse(data, 0, ctx, final=True, read_time_ns=0).batch.to_pylist()
+    assert [row["msg"] for row in rows] == ["first", "\tindented", "last"]

@@ -18,20 +18,16 @@ def values_contain(column: pa.Array, needle: bytes) -> bool:
     values (or a null slot's leftover bytes) — a false positive that only costs the caller its full
     pass, never a missed value. Other types answer True (the caller does its full pass).
     """
-    kind = column.type
     if isinstance(column, pa.ChunkedArray):
         return any(values_contain(chunk, needle) for chunk in column.chunks)
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
-            or pa.types.is_large_binary(kind)):
+    if not _is_stringlike(column.type):
         return True
     if len(column) == 0:
         return False
-    _, offsets_buf, data_buf = column.buffers()
-    if data_buf is None or offsets_buf is None:
+    offsets, data_buf = _offsets_and_data(column)
+    if data_buf is None:
         return False
-    width = np.int64 if (pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)) else np.int32
-    offsets = np.frombuffer(offsets_buf, dtype=width, count=column.offset + len(column) + 1)
-    lo, hi = int(offsets[column.offset]), int(offsets[column.offset + len(column)])
+    lo, hi = int(offsets[0]), int(offsets[-1])
     return data_buf.slice(lo, hi - lo).to_pybytes().find(needle) >= 0
 
 
@@ -47,10 +43,60 @@ def values_as_one(column: pa.Array) -> pa.Array:
     kind = column.type
     if len(column) == 0 or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         return pa.array([""], pa.string())
-    _, offsets_buf, data_buf = column.buffers()
-    if data_buf is None or offsets_buf is None:
+    offsets, data_buf = _offsets_and_data(column)
+    if data_buf is None:
         return pa.array([""], pa.string())
-    width = np.int64 if pa.types.is_large_string(kind) else np.int32
-    offsets = np.frombuffer(offsets_buf, dtype=width, count=column.offset + len(column) + 1)
-    span = np.array([offsets[column.offset], offsets[column.offset + len(column)]], dtype=np.int64)
+    span = np.array([offsets[0], offsets[-1]], dtype=np.int64)
     return pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(span), data_buf])
+
+
+def value_offsets(column: pa.Array) -> np.ndarray:
+    """The len+1 offsets (int64) of a string / binary array's slice into its data buffer."""
+    return _offsets_and_data(column)[0]
+
+
+def value_lengths(column: pa.Array) -> np.ndarray:
+    """The byte length of each value of a string / binary array (from its offsets; nulls as stored)."""
+    return np.diff(value_offsets(column))
+
+
+def first_bytes(column: pa.Array) -> np.ndarray:
+    """The first byte of each value of a string / binary array; 0 for empty values."""
+    offsets, data = _offsets_and_data(column)
+    if data is None or data.size == 0:
+        return np.zeros(len(column), dtype=np.uint8)
+    values = np.frombuffer(data, dtype=np.uint8)
+    nonempty = offsets[1:] > offsets[:-1]
+    return np.where(nonempty, values[np.where(nonempty, offsets[:-1], 0)], 0).astype(np.uint8)
+
+
+def replace_byte(column: pa.Array, old: bytes, new: bytes) -> pa.Array:
+    """``pc.replace_substring(column, old, new)`` for one ASCII byte by another, as one numpy pass over
+    a copy of the value bytes (an ASCII byte is never part of a multi-byte UTF-8 character)."""
+    if not (len(old) == len(new) == 1 and old.isascii() and new.isascii()) or not _is_stringlike(column.type):
+        raise ValueError("replace_byte replaces one ASCII byte by another in a string / binary array")
+    validity, offsets_buf, data_buf = column.buffers()
+    if data_buf is None or data_buf.size == 0:
+        return column
+    values = np.frombuffer(data_buf, dtype=np.uint8).copy()
+    values[values == old[0]] = new[0]
+    return pa.Array.from_buffers(column.type, len(column), [validity, offsets_buf, pa.py_buffer(values)],
+                                 null_count=column.null_count, offset=column.offset)
+
+
+def _offsets_and_data(column: pa.Array) -> tuple[np.ndarray, pa.Buffer | None]:
+    """The slice's len+1 offsets (int64) and the data buffer of a (large) string / binary array."""
+    kind = column.type
+    if not _is_stringlike(kind):
+        raise TypeError(f"not a string or binary array: {kind}")
+    _, offsets_buf, data_buf = column.buffers()
+    if offsets_buf is None:  # an empty array
+        return np.zeros(len(column) + 1, dtype=np.int64), data_buf
+    width = np.int64 if (pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)) else np.int32
+    offsets = np.frombuffer(offsets_buf, dtype=width, count=column.offset + len(column) + 1)[column.offset:]
+    return offsets.astype(np.int64), data_buf
+
+
+def _is_stringlike(kind: pa.DataType) -> bool:
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind))

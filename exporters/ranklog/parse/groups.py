@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .arrowbytes import values_contain
+from .arrowbytes import value_offsets, values_contain
 
 _TAIL = re.compile(r"\(\?P<(?P<name>\w+)>\.\*\)\$$")
 
@@ -31,7 +31,7 @@ def extract_groups(texts: pa.Array, pattern: str) -> pa.StructArray:
     rest = tail.group("name")
     spans = pc.extract_regex_span(texts, f"{pattern[: tail.start()]}(?P<{rest}>)")
     names = [spans.type.field(i).name for i in range(spans.type.num_fields)]
-    starts = np.frombuffer(texts.buffers()[1], dtype=np.int32, count=texts.offset + len(texts) + 1)[texts.offset:]
+    starts = value_offsets(texts)
     children = [_cut(texts, starts, spans.field(name), to_end=name == rest) for name in names]
     return pa.StructArray.from_arrays(children, names=names, mask=spans.is_null())
 

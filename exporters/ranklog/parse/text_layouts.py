@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
 
+from .arrowbytes import first_bytes, value_lengths
 from .batch import build_batch, empty_batch
 from .contract import ParseResult
 from .groups import extract_groups
@@ -233,30 +234,51 @@ def _to_int(column: pa.Array, kind: pa.DataType) -> pa.Array:
 
 
 def _blank_to_null(column: pa.Array) -> pa.Array:
-    """extract_regex yields "" for optional groups that did not take part; that means absent."""
-    return pc.if_else(pc.equal(column, ""), pa.scalar(None, column.type), column)
+    """extract_regex yields "" for optional groups that did not take part; that means absent. (Lengths
+    from the offsets: a group is rarely empty, and then the column is returned as it is.)"""
+    empty = value_lengths(column) == 0
+    if not empty.any():
+        return column
+    return pc.if_else(pa.array(empty), pa.scalar(None, column.type), column)
 
 
 # -- classification --------------------------------------------------------------------------------
 def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, markers: bool, *,
               every_header_takes_traceback: bool = False) -> np.ndarray:
     kinds = np.full(len(body), Kind.OTHER, dtype=np.int8)
-    trimmed = pc.utf8_rtrim_whitespace(body)
-    blank = np.asarray(pc.fill_null(pc.equal(trimmed, ""), True))
-    indent = np.asarray(pc.fill_null(pc.or_(pc.starts_with(body, " "), pc.starts_with(body, "\t")), False)) & ~blank
-    kinds[indent] = Kind.INDENT
-    kinds[np.asarray(pc.fill_null(pc.equal(trimmed, "Traceback (most recent call last):"), False))] = Kind.TRACEBACK
-    kinds[np.asarray(pc.fill_null(pc.is_in(trimmed, pa.array(_CONNECTORS)), False))] = Kind.CONNECTOR
+    rows = _unsettled(body, header, markers)
+    texts = body if len(rows) == len(body) else body.take(pa.array(rows))
+
+    def where(mask: pa.Array, null: bool = False) -> np.ndarray:
+        full = np.zeros(len(body), dtype=bool)
+        full[rows] = np.asarray(pc.fill_null(mask, null))
+        return full
+
+    trimmed = pc.utf8_rtrim_whitespace(texts)
+    blank = where(pc.equal(trimmed, ""), True)
+    kinds[where(pc.or_(pc.starts_with(texts, " "), pc.starts_with(texts, "\t"))) & ~blank] = Kind.INDENT
+    kinds[where(pc.equal(trimmed, "Traceback (most recent call last):"))] = Kind.TRACEBACK
+    kinds[where(pc.is_in(trimmed, pa.array(_CONNECTORS)))] = Kind.CONNECTOR
     if markers:
-        kinds[np.asarray(pc.fill_null(pc.match_substring_regex(body, _MARKER), False))] = Kind.MARKER
-        _continue_ray_error_bodies(kinds, np.asarray(pc.fill_null(pc.match_substring_regex(body, _RAY_TASK_REPR),
-                                                                  False)) & ~header)
+        kinds[where(pc.match_substring_regex(texts, _MARKER))] = Kind.MARKER
+        _continue_ray_error_bodies(kinds, where(pc.match_substring_regex(texts, _RAY_TASK_REPR)) & ~header)
     kinds[header] = Kind.HEADER_ERROR if every_header_takes_traceback else Kind.HEADER
     if level is not None:
         severe = np.asarray(pc.fill_null(pc.is_in(level, pa.array(["WARNING", "ERROR", "CRITICAL"])), False))
         kinds[header & severe] = Kind.HEADER_ERROR
     kinds[blank] = Kind.BLANK
     return kinds
+
+
+def _unsettled(body: pa.Array, header: np.ndarray, markers: bool) -> np.ndarray:
+    """The lines whose kind the text kernels of _classify must decide. A header keeps its kind unless it
+    is blank, and a blank line starts with whitespace (ASCII or not) or is empty, so a header starting
+    with a visible ASCII character is settled — most lines of a logging file. With `markers`, every
+    line: the Ray error-body walk reads the kinds of headers before they are set."""
+    if markers:
+        return np.arange(len(body))
+    first = first_bytes(body)
+    return np.flatnonzero(~header | (first <= 0x20) | (first >= 0x7F))
 
 
 def _continue_ray_error_bodies(kinds: np.ndarray, task_lines: np.ndarray) -> None:
@@ -297,8 +319,9 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
                 if earlier.startswith(UNUSABLE_NOTE):  # the layout's fields too: one note names all
                     more[PARSE_ERROR_KEY] += ", " + earlier.removeprefix(UNUSABLE_NOTE)
         columns["attrs"] = _merge_rows(columns.get("attrs"), extra, len(starts))
-    head_text = body.take(first)
-    msg = pc.coalesce(columns["msg"], head_text) if "msg" in columns else head_text
+    msg = columns.get("msg")
+    if msg is None or msg.null_count:  # lines no layout took are their own message
+        msg = body.take(first) if msg is None else pc.coalesce(msg, body.take(first))
     start_kinds = kinds[starts]
     header = np.isin(start_kinds, (Kind.HEADER, Kind.HEADER_ERROR))
     exc = None

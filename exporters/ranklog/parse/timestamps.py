@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..record import TS_TYPE, ts_array
-from .arrowbytes import values_contain
+from .arrowbytes import replace_byte, values_contain
 
 _NS_UTC = pa.timestamp("ns", tz="UTC")
 
@@ -53,7 +53,7 @@ def strings_to_timestamps(column: pa.Array, tz: str = "UTC") -> pa.Array:
     """
     text = column.cast(pa.string())
     if values_contain(text, b","):
-        text = pc.replace_substring(text, ",", ".")
+        text = replace_byte(text, b",", b".")
     attempts = (_zoned, _naive) if _first_is_zoned(text) else (_naive, _zoned)
     for attempt in attempts:
         try:
