@@ -119,9 +119,11 @@ def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]) -> tuple[dict[str,
     fields: dict[str, pa.Array] = {}
     stream: pa.Array | None = None
     for pattern in prefixes:
-        wrapped = f"^(?P<_prefix>{pattern.lstrip('^')})(?P<_rest>.*)$"
-        if not pc.any(pc.match_substring_regex(body, wrapped)).as_py():
+        # (the check leaves out the rest of the line: on a line it always matches, and without it RE2
+        # stops at the prefix instead of reading every line to its end)
+        if not pc.any(pc.match_substring_regex(body, f"^(?:{pattern.lstrip('^')})")).as_py():
             continue
+        wrapped = f"^(?P<_prefix>{pattern.lstrip('^')})(?P<_rest>.*)$"
         found = extract_groups(body, wrapped)
         matched = found.is_valid()
         prefix_text = pc.if_else(matched, found.field("_prefix"), "")
