@@ -150,7 +150,7 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: list[str] | Non
                 open_start = pending.start
         starts.append(np.array([group.start for group in walker.groups], dtype=np.int64))
         multi.update((g.start, g) for g in walker.groups if len(g.lines) > 1 or g.roles[0] == "x" or g.split)
-    all_starts = np.sort(np.concatenate(starts)) if starts else np.zeros(0, np.int64)
+    all_starts = starts[0] if len(starts) == 1 else np.sort(np.concatenate(starts))  # single lines only: in order
     cut = n
     if not final:
         if open_start is not None:
