@@ -2,8 +2,7 @@
 
 One thread reads and parses, one updates metrics from the parsed batches (:mod:`.metrics_thread`;
 pyarrow releases the GIL in its kernels, so they overlap); ``senders`` threads encode and POST
-requests (with ``parse_workers`` = 1 pyarrow's reader spreads a JSON block over the allowed CPUs
-itself). With ``parse_workers`` > 1 the reading thread only reads: worker processes parse
+requests. With ``parse_workers`` > 1 the reading thread only reads: worker processes parse
 (:mod:`.parse_pool`), so reading, parsing and shipping overlap on several cores. Parsed pieces and
 acknowledged chunks come back through one event queue and only the main thread touches tracked
 files and checkpoints, so there is no shared mutable state but those queues and the in-flight byte
@@ -21,7 +20,7 @@ import time
 
 from ..metrics import LabelBudget, create
 from ..record import arrow_schema
-from .agent_config import AgentConfig, allowed_cpus
+from .agent_config import AgentConfig
 from .backpressure import InflightBudget
 from .checkpoint import CheckpointStore, CheckpointWriter
 from .chunk import Chunk
@@ -69,10 +68,6 @@ class Agent:
                                   cfg.training_metrics)
         else:
             self.metrics.agent_parse_workers.set(1)
-            # pyarrow's pool reads one file's JSON blocks on the CPUs the unit allows (parse/json_bulk)
-            import pyarrow as pa
-
-            pa.set_cpu_count(allowed_cpus())
         next_poll = last_save = 0.0
         try:
             while not stop.is_set():

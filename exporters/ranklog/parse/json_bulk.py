@@ -45,19 +45,6 @@ _STRING_FIELDS = ("msg", "exc", "logger", "host", "ip", "job", "role", "trace_id
 ExtrasHook = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-# Below this, a block is read by one thread: the hand-off costs more than a second core saves.
-_MIN_THREAD_BLOCK = 512 * 1024
-
-
-def _read_options(size: int) -> pa_json.ReadOptions:
-    """One block read by pyarrow's CPU pool in ``pa.cpu_count()`` parts at once (its C++ reader runs
-    without the GIL, so one file's lines parse on several cores; a parse worker sets the pool to 1)."""
-    parts = min(pa.cpu_count(), size // _MIN_THREAD_BLOCK)
-    if parts <= 1:
-        return pa_json.ReadOptions(use_threads=False, block_size=size + 1)
-    return pa_json.ReadOptions(use_threads=True, block_size=-(-size // parts) + 1)
-
-
 class _Fallback(Exception):
     """This block cannot take the fast path as a whole."""
 
@@ -122,7 +109,9 @@ class _BlockReader:
         if self._too_deep(idx):
             raise _Fallback
         try:
-            table = pa_json.read_json(pa.BufferReader(block), read_options=_read_options(block.size),
+            table = pa_json.read_json(
+                pa.BufferReader(block),
+                read_options=pa_json.ReadOptions(use_threads=False, block_size=block.size + 1),
                 parse_options=pa_json.ParseOptions(newlines_in_values=False),
             )
         except (pa.ArrowException, ValueError, UnicodeError, OverflowError) as exc:
