@@ -206,3 +206,28 @@ def test_the_last_record_of_a_quiet_file_is_not_held_for_another_idle_final(tmp_
         finally:
             tf.close()
     assert results == {True: 1, False: 0}
+
+
+def test_a_file_written_before_it_was_seen_has_its_last_record_flushed_at_its_end(tmp_path: Path) -> None:
+    """Renamed in (or found at start) after its writer finished: its own mtime says it is quiet, so the
+    last record goes as soon as the file is read to its end; an mtime in the future (a skewed clock)
+    does not count as quiet."""
+    from ranklog.agent.tracked_file import TrackedFile
+
+    path = tmp_path / "train.log"
+    path.write_text("".join(f"2026-12-02 12:00:0{i},000 - t - INFO - step {i}\n" for i in range(3)))
+    results = {}
+    for age in (10.0, -10.0):  # mtime 10 s ago / 10 s in the future
+        stamp = time.time() - age
+        os.utime(path, (stamp, stamp))
+        tf = TrackedFile(path=str(path), fd=os.open(path, os.O_RDONLY), format="python", fields={}, options={})
+        try:
+            assert tf.identify("node1", "127.0.0.1")
+            now = time.monotonic()  # seen growing just now: the agent's own view says "wait"
+            tf.grew_at = now
+            assert tf.read_step(1 << 20, idle_final=0.5, now=now).chunk.rows == 2
+            second = tf.read_step(1 << 20, idle_final=0.5, now=now + 0.01)
+            results[age] = second.chunk.rows if second.chunk is not None else 0
+        finally:
+            tf.close()
+    assert results == {10.0: 1, -10.0: 0}

@@ -215,9 +215,10 @@ def test_lz4_is_the_default_codec() -> None:
     assert AgentConfig().compression == "lz4"
 
 
-def test_the_tail_of_a_burst_goes_at_once_and_a_trickle_keeps_batching(tmp_path: Path) -> None:
-    """A request cut full marks a burst: the reader catching up then sends the open rest at once (once);
-    without a full request, catching up sends only a request holding a quarter of batch_bytes."""
+def test_once_caught_up_requests_wait_only_to_bound_a_trickle(tmp_path: Path) -> None:
+    """With the reader caught up: a lone record goes at once; a trickle right after it waits
+    (≤ one request per batch_latency); a request cut full makes the burst's tail go at once (once);
+    a quarter of batch_bytes goes at once."""
     with scripted_archive() as archive:
         shipper, _, acks = _shipper(tmp_path, [archive.url], batch_bytes=1000, batch_latency=30.0)
 
@@ -226,22 +227,26 @@ def test_the_tail_of_a_burst_goes_at_once_and_a_trickle_keeps_batching(tmp_path:
 
         try:
             submit(0, 100, 1)
-            shipper.tick(caught_up=True)  # a trickle: nothing full was cut, so the partial request waits
-            assert shipper._open and acks.empty()
-            submit(100, 1200, 6)  # full: cut
+            shipper.tick()
+            assert shipper._open  # still reading: batching
+            shipper.tick(caught_up=True)
+            assert not shipper._open  # a lone record: no request went in the last 30 s
+            submit(100, 200, 1)
+            shipper.tick(caught_up=True)  # a trickle: one request just went, so this one waits
+            assert shipper._open
+            submit(200, 1200, 6)  # full: cut
             submit(1200, 1300, 3)  # the burst's tail
             shipper.tick()
             assert len(shipper._open) == 1  # not caught up yet: still open
             shipper.tick(caught_up=True)
             assert not shipper._open  # the tail went without waiting 30 s
-            assert len(_wait_acked(shipper, acks, 3, timeout=10)) == 3
             submit(1300, 1400, 1)
             shipper.tick(caught_up=True)  # one early cut per full one: this one waits again
             assert shipper._open
             submit(1400, 1600, 2)
             shipper.tick(caught_up=True)  # 300 bytes: a quarter request goes when the reader caught up
             assert not shipper._open
-            assert len(_wait_acked(shipper, acks, 2, timeout=10)) == 2
+            assert len(_wait_acked(shipper, acks, 6, timeout=10)) == 6
         finally:
             shipper.stop()
-    assert sorted(r.rows for r in archive.received) == [3, 3, 7]  # two senders: either may answer first
+    assert sorted(r.rows for r in archive.received) == [1, 3, 3, 7]  # two senders: either may answer first

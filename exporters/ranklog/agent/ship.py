@@ -3,7 +3,7 @@
 A request is an Arrow IPC stream (lz4- or zstd-compressed buffers) of the chunks' record batches, sent as
 ``POST <url>/v1/ingest`` with the bearer token. Requests are cut per preferred endpoint when they
 hold ``batch_bytes`` raw bytes or their oldest chunk waited ``batch_latency`` — or at once when the
-reader caught up at the end of a burst or with a quarter request (:meth:`Shipper.tick`). ``senders`` threads
+reader caught up and a trickle's request rate allows it (:meth:`Shipper.tick`). ``senders`` threads
 send concurrently. A request is never dropped: every failure is counted by reason and retried on the
 next available endpoint (see :mod:`.endpoints`); a 413 splits it into smaller bodies; a permanent
 refusal (400/422) is bisected down to the refused record (see :meth:`Shipper._deliver`); a 403
@@ -165,6 +165,7 @@ class Shipper:
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._burst_until = 0.0  # a full request was cut within the last batch_latency (see tick)
+        self._last_cut = float("-inf")  # when the last request went (see tick)
 
     # --- batching (called from the main loop only) ---------------------------------------------
 
@@ -183,28 +184,30 @@ class Shipper:
     def tick(self, force: bool = False, caught_up: bool = False) -> None:
         """Cut requests whose oldest chunk has waited `batch_latency` (all of them when `force`).
 
-        Nothing is held for long once the reader has `caught_up` (a read round found nothing new) —
-        waiting would only delay records while more data is not coming soon: the open requests go at
-        once within `batch_latency` of a request cut full (the tail of a burst; at most one such cut
-        per full one), and so does any request holding a quarter of `batch_bytes` (a burst smaller
-        than one request). A trickle, which fills neither, keeps batching by time, so the request
-        rate stays bounded by the data rate over a quarter request.
+        Once the reader has `caught_up` (a read round found nothing new) more data is not coming soon,
+        and a request waits only so that a trickle cannot send more than one request per
+        `batch_latency`. It goes at once when no request went in the last `batch_latency` (a lone
+        record — the last lines before a crash — ships without delay), when a request was cut full
+        within it (the tail of a burst; at most one such cut per full one), or when it holds a
+        quarter of `batch_bytes` (requests stay bounded by the data rate over a quarter request).
         """
         now = time.monotonic()
-        tail = caught_up and now < self._burst_until
+        latency = self._cfg.batch_latency
+        early = caught_up and (now < self._burst_until or now - self._last_cut >= latency)
         for index in list(self._open):
             request = self._open[index]
-            if (force or tail or now - request.started >= self._cfg.batch_latency
+            if (force or early or now - request.started >= latency
                     or (caught_up and request.nbytes * 4 >= self._cfg.batch_bytes)):
                 self._send(self._open.pop(index))
-        if tail:
-            self._burst_until = 0.0
+                if early:
+                    self._burst_until = 0.0
 
     def _send(self, request: Request) -> None:
         if request.rows == 0:
             # Nothing to store (blank lines, a record still pending): acknowledged without a round trip.
             self._on_ack(request.chunks)
             return
+        self._last_cut = time.monotonic()
         self._queue.put(request)
 
     @property

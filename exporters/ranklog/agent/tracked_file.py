@@ -11,9 +11,13 @@ to its end through the descriptor, and its inode cannot be reused while it is tr
 
 A pending record is flushed (``final=True``) once the file has not grown for ``idle_final`` seconds —
 by what the agent saw of it, its polls' sizes and reads past them: every byte was seen growing
-by then, so the writer has been quiet that long even when the agent read it late — and when a
-rotated file reached its end. (Counting from the agent's own last read instead made a file it was
-behind on wait ``idle_final`` again at its end, with its last record held back.)
+by then, so the writer has been quiet that long even when the agent read it late — or once the
+file, read to its end, was last modified ``idle_final`` ago by its own mtime (a file written before
+the agent saw it: renamed in, found at start), and when a rotated file reached its end. (Counting
+from the agent's own last read instead made a file it was behind on wait ``idle_final`` again at its
+end, with its last record held back.) An mtime from a clock behind the node's (a network
+filesystem's server) can end a record early: lines that continue it later become records of their
+own — nothing is lost.
 """
 
 from __future__ import annotations
@@ -133,7 +137,7 @@ class TrackedFile:
                 if self.read_offset > self.size:  # past the size the last poll saw: it grew since
                     self.grew_at = now
                 final = False
-            elif pending and (self.detached or now - self.grew_at >= idle_final):
+            elif pending and (self.detached or now - self.grew_at >= idle_final or self._written_before(idle_final)):
                 final = True
             else:
                 return ReadOutcome()
@@ -142,6 +146,12 @@ class TrackedFile:
         buffer = self.carry + data if self.carry else data
         chunk, errors = self._parse(buffer, final)
         return ReadOutcome(chunk, len(data), errors)
+
+    def _written_before(self, seconds: float) -> bool:
+        """The file ends where it was read and its own modification time is `seconds` old or more: a
+        file written before the agent saw it (renamed in, found at start) need not be watched that long."""
+        st = os.fstat(self.fd)
+        return st.st_size <= self.read_offset and time.time_ns() - st.st_mtime_ns >= seconds * 1e9
 
     def flush_pending(self) -> tuple[Chunk | None, int]:
         """Parse what is left in `carry` as complete (before retiring the file)."""
