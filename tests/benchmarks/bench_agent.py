@@ -2,11 +2,12 @@
 
     python tests/benchmarks/bench_agent.py [--quick] [--lines N] [--runs R] [--profile DIR]
 
-For each workload (ranklog JSON lines; plain Python-logging text) and each run, a pre-generated file
-is renamed into a watched directory (its bytes are already on disk and in the page cache) and the
+For each workload (ranklog JSON lines; plain Python-logging text) and each run — the agent's run,
+then rsyslog's, both pipelines up all along, so that a drift in the machine's speed hits both — a
+pre-generated file is renamed into a watched directory (its bytes are already on disk and in the page cache) and the
 clock runs until the last line is stored:
 
-- agent: ``ranklog agent`` (its default ``parse_workers``: one per CPU it may use) → ``ranklog
+- agent: ``ranklog agent`` (its default ``parse_workers``: 1 on 2 CPUs, see agent_config) → ``ranklog
   archive`` (real processes); done when the agent's ``ranklog_agent_records_shipped_total`` (records
   the archive acknowledged as durable) reaches N.
 - rsyslog: ``rsyslogd`` with ``imfile`` → ``omfwd`` TCP → a second ``rsyslogd`` writing a file; done
@@ -48,7 +49,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -180,13 +181,18 @@ def pipeline(workdir: Path, token: Path, peer: str, parse_workers: int | None = 
         yield handle
 
 
-def measure_agent(plan: list[str], lines: int, workdir: Path, token: Path) -> tuple[list[tuple[float, float, float]], int]:
-    """(wall s, agent CPU s, archive CPU s) per workload in `plan` with one agent + archive for all, and the
-    agent's parse_workers."""
-    with pipeline(workdir, token, "archive") as pipe:
-        results = [pipe.ship(kind, lines) for kind in plan]
+def measure_side_by_side(plan: list[str], lines: int, workdir: Path,
+                         token: Path) -> tuple[list[tuple[float, float, float]], list[tuple[float, float]], int]:
+    """Per workload in `plan`, one agent run (wall s, agent CPU s, archive CPU s) and then one rsyslog run
+    (wall s, shipping rsyslogd CPU s), both pipelines up throughout, so a drift in the machine's speed
+    hits both peers alike; and the agent's parse_workers."""
+    agent_runs, rsyslog_runs = [], []
+    with pipeline(workdir / "agent", token, "archive") as pipe, rsyslog_pipeline(workdir / "rsyslog") as rsyslog:
+        for kind in plan:
+            agent_runs.append(pipe.ship(kind, lines))
+            rsyslog_runs.append(rsyslog(kind, lines))
         workers = int(pipe.agent.scrape().value("ranklog_agent_parse_workers"))
-    return results, workers
+    return agent_runs, rsyslog_runs, workers
 
 
 SCALING_SHAPES = (("1 file", 1), ("4 files", 4))
@@ -256,24 +262,27 @@ def profile_agent(lines: int, workdir: Path, token: Path, out_dir: Path) -> None
               + ", ".join(f"{name} {value:.2f}" for name, value in gauges.items()) + " (means, scraped every 0.1 s)")
 
 
-def measure_rsyslog(plan: list[str], lines: int, workdir: Path) -> list[tuple[float, float]]:
-    """(wall s, shipping rsyslogd CPU s) per workload in `plan`, one rsyslog pair for all."""
+@contextmanager
+def rsyslog_pipeline(workdir: Path) -> Iterator[Callable[[str, int], tuple[float, float]]]:
+    """A running rsyslog pair and its `ship(kind, lines)` → (wall s, shipping rsyslogd CPU s)."""
     watch = workdir / "watch"
     watch.mkdir(parents=True)
-    results = []
     with rsyslog_pair(workdir / "rsyslog", f"{watch}/*") as pair:
-        delivered = 0
-        for number, kind in enumerate(plan):
-            ext = WORKLOADS[kind][0]
+        delivered, runs = 0, 0
+
+        def ship(kind: str, lines: int) -> tuple[float, float]:
+            nonlocal delivered, runs
             staged = _stage(dataset(kind, lines), workdir)
             cpu0, t0 = cpu_seconds(pair.shipper.pid), time.monotonic()
-            os.rename(staged, watch / f"run{number}.{ext}")
+            os.rename(staged, watch / f"run{runs}.{WORKLOADS[kind][0]}")
+            runs += 1
             delivered += lines
             got, seen = pair.wait_lines(delivered, timeout=600, interval=POLL)
             if got < delivered:
                 raise RuntimeError(f"rsyslog delivered {got} of {delivered} lines")
-            results.append((seen - t0, cpu_seconds(pair.shipper.pid) - cpu0))
-    return results
+            return seen - t0, cpu_seconds(pair.shipper.pid) - cpu0
+
+        yield ship
 
 
 def stage_cpu(kind: str, lines: int) -> dict[str, float]:
@@ -357,8 +366,7 @@ def main() -> int:
         return 0
     plan = [kind for _ in range(runs) for kind in WORKLOADS]  # interleaved, so load drifts hit both
     try:
-        agent, workers = measure_agent(plan, lines, base / "agent", token)
-        rsyslog = measure_rsyslog(plan, lines, base / "rsyslog")
+        agent, rsyslog, workers = measure_side_by_side(plan, lines, base, token)
         scaling = measure_scaling(lines, runs, base / "scaling", token)
     except BaseException:
         shutil.rmtree(base, ignore_errors=True)
