@@ -187,9 +187,13 @@ def measure_side_by_side(plan: list[str], lines: int, workdir: Path,
     (wall s, shipping rsyslogd CPU s), both pipelines up throughout, so a drift in the machine's speed
     hits both peers alike; and the agent's parse_workers."""
     agent_runs, rsyslog_runs = [], []
-    with pipeline(workdir / "agent", token, "archive") as pipe, rsyslog_pipeline(workdir / "rsyslog") as rsyslog:
+    with pipeline(workdir / "agent", token, "archive") as pipe, \
+            rsyslog_pipeline(workdir / "rsyslog") as (rsyslog, rsyslog_pids):
+        everyone = [pipe.agent.proc.pid, pipe.peer_pid, *rsyslog_pids]
         for kind in plan:
+            settle(everyone)  # the archive's Parquet flush after an ACK must not run into rsyslog's clock
             agent_runs.append(pipe.ship(kind, lines))
+            settle(everyone)
             rsyslog_runs.append(rsyslog(kind, lines))
         workers = int(pipe.agent.scrape().value("ranklog_agent_parse_workers"))
     return agent_runs, rsyslog_runs, workers
@@ -205,6 +209,7 @@ def measure_scaling(lines: int, runs: int, workdir: Path, token: Path) -> dict[t
         with pipeline(workdir / f"scaling-{workers}", token, "sink", workers) as pipe:
             for _ in range(runs):
                 for shape, files in SCALING_SHAPES:
+                    settle([pipe.agent.proc.pid, pipe.peer_pid])
                     out.setdefault((shape, workers), []).append(pipe.ship("ranklog JSON", lines, files))
     return out
 
@@ -262,9 +267,21 @@ def profile_agent(lines: int, workdir: Path, token: Path, out_dir: Path) -> None
               + ", ".join(f"{name} {value:.2f}" for name, value in gauges.items()) + " (means, scraped every 0.1 s)")
 
 
+def settle(pids: list[int], window: float = 0.25, timeout: float = 20.0) -> None:
+    """Wait until `pids` (and their children) together use under 2% of a core over `window` seconds."""
+    deadline = time.monotonic() + timeout
+    before = sum(tree_cpu_seconds(pid) for pid in pids)
+    while time.monotonic() < deadline:
+        time.sleep(window)
+        now = sum(tree_cpu_seconds(pid) for pid in pids)
+        if now - before < 0.02 * window:
+            return
+        before = now
+
+
 @contextmanager
-def rsyslog_pipeline(workdir: Path) -> Iterator[Callable[[str, int], tuple[float, float]]]:
-    """A running rsyslog pair and its `ship(kind, lines)` → (wall s, shipping rsyslogd CPU s)."""
+def rsyslog_pipeline(workdir: Path) -> Iterator[tuple[Callable[[str, int], tuple[float, float]], list[int]]]:
+    """A running rsyslog pair: its `ship(kind, lines)` → (wall s, shipping rsyslogd CPU s), and its pids."""
     watch = workdir / "watch"
     watch.mkdir(parents=True)
     with rsyslog_pair(workdir / "rsyslog", f"{watch}/*") as pair:
@@ -282,7 +299,7 @@ def rsyslog_pipeline(workdir: Path) -> Iterator[Callable[[str, int], tuple[float
                 raise RuntimeError(f"rsyslog delivered {got} of {delivered} lines")
             return seen - t0, cpu_seconds(pair.shipper.pid) - cpu0
 
-        yield ship
+        yield ship, [pair.shipper.pid, pair.receiver.pid]
 
 
 def stage_cpu(kind: str, lines: int) -> dict[str, float]:
