@@ -55,6 +55,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # `ranklog` itself comes from the installed package (PYTHONPATH can swap it)
 
@@ -123,8 +125,21 @@ class Pipeline:
     peer_pid: int  # the archive or the sink
     watch: Path
     workdir: Path
+    peer_url: str = ""
     shipped: float = 0.0
     runs: int = 0
+
+    def wait_flushed(self, timeout: float = 60.0) -> None:
+        """Wait until the archive wrote every acknowledged record to Parquet (its WAL is empty), so
+        that its flush (at least every second) does not land in the next run's clock."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = httpx.get(f"{self.peer_url}/metrics", timeout=10).text
+            if any(line.split()[-1] in ("0", "0.0") for line in text.splitlines()
+                   if line.startswith("ranklog_archive_wal_bytes ")):
+                return
+            time.sleep(0.1)
+        raise TimeoutError("the archive did not flush its WAL")
 
     def ship(self, kind: str, lines: int, files: int = 1) -> tuple[float, float, float]:
         """Rename `files` files of `lines` lines in all into the watched dir; (wall s, agent CPU s, peer CPU s)
@@ -171,7 +186,7 @@ def pipeline(workdir: Path, token: Path, peer: str, parse_workers: int | None = 
         else:
             peer_pid = stack.enter_context(_sink(port)).pid
         agent = starting.result()
-        handle = Pipeline(agent, peer_pid, watch, workdir)
+        handle = Pipeline(agent, peer_pid, watch, workdir, peer_url=f"http://127.0.0.1:{port}")
         # Warm-up: the first batches import parsers and compute kernels; keep that out of the clock.
         for kind in WORKLOADS:
             shutil.copyfile(dataset(kind, WARMUP_LINES), watch / f"warmup.{WORKLOADS[kind][0]}")
@@ -191,10 +206,10 @@ def measure_side_by_side(plan: list[str], lines: int, workdir: Path,
             rsyslog_pipeline(workdir / "rsyslog") as (rsyslog, rsyslog_pids):
         everyone = [pipe.agent.proc.pid, pipe.peer_pid, *rsyslog_pids]
         for kind in plan:
-            settle(everyone)  # the archive's Parquet flush after an ACK must not run into rsyslog's clock
-            agent_runs.append(pipe.ship(kind, lines))
-            settle(everyone)
-            rsyslog_runs.append(rsyslog(kind, lines))
+            for run, out in ((pipe.ship, agent_runs), (rsyslog, rsyslog_runs)):
+                pipe.wait_flushed()  # the archive's Parquet flush after an ACK must not run into the next clock
+                settle(everyone)
+                out.append(run(kind, lines))
         workers = int(pipe.agent.scrape().value("ranklog_agent_parse_workers"))
     return agent_runs, rsyslog_runs, workers
 
