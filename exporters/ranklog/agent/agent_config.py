@@ -7,8 +7,9 @@ before reading pauses, a 250 ms discovery poll (the safety net: where inotify wo
 picked up within milliseconds of its directory changing), and
 a record that may still grow (a traceback can follow it) is shipped after 0.5 s of quiet: with the
 batch latency that keeps the last record of a burst under the 1 s latency target (logging writes a
-record and its traceback in one write, so its lines do not arrive seconds apart). The tail of a
-burst — the partial request left when the reader catches up after a full one — goes at once.
+record and its traceback in one write, so its lines do not arrive seconds apart). Once the reader
+has caught up, a request waits only to hold a trickle to one request per batch latency (see
+``Shipper.tick``): a lone record, the tail of a burst and a quarter batch go at once.
 
 Parsing runs in ``parse_workers`` worker processes (:mod:`.parse_pool`) when that is more than 1:
 by default one per CPU the agent may run on (its affinity mask and its cgroup's CPU quota, i.e.
