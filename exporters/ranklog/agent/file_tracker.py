@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from .. import parse
-from ..file_identity import FileIdentity, head_matches
+from ..file_identity import HEAD_BYTES, FileIdentity, head_matches
 from ..record import rows_to_table
 from .acks import Watermark
 from .agent_config import SourceSpec
@@ -150,8 +150,11 @@ class FileTracker:
             self.by_key[tf.key] = tf
             self.dirty = True
             log.info("tailing %s as %s (%s)", tf.path, tf.format, tf.key)
-            if tf.generation > 1:
-                self.urgent = True  # recorded before the new generation's first byte ships
+            # recorded before the first byte ships when a restart could not derive the same key from the
+            # file alone: a new generation, or a head shorter than HEAD_BYTES (a file found within
+            # moments of its creation, by inotify — after a crash its longer head would hash otherwise)
+            if tf.generation > 1 or tf.ident.head_len < HEAD_BYTES:
+                self.urgent = True
 
     def _check(self, tf: TrackedFile) -> list[Chunk]:
         st = os.fstat(tf.fd)
