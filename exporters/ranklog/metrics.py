@@ -68,6 +68,8 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_agent_parse_worker_busy_seconds_total", "counter",
                "Seconds spent parsing, by worker ('0', '1', …; 'reader' when the reading thread parses).", ("worker",)),
     MetricSpec("ranklog_agent_parse_worker_restarts_total", "counter", "Parse worker processes that died and were replaced."),
+    MetricSpec("ranklog_agent_parse_files_moved_total", "counter",
+               "Files handed from one parse worker to a less busy one between two of their pieces."),
     MetricSpec("ranklog_agent_queue_depth", "gauge",
                "Items waiting in the agent's pipeline, by queue: parse (pieces sent to parse workers, unanswered), "
                "observe (batches for the metrics thread), ship (requests waiting for a sender).", ("queue",)),

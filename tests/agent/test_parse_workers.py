@@ -231,3 +231,74 @@ def test_a_file_written_before_it_was_seen_has_its_last_record_flushed_at_its_en
         finally:
             tf.close()
     assert results == {10.0: 1, -10.0: 0}
+
+
+def test_a_file_moves_to_a_less_busy_worker_with_its_open_record(tmp_path: Path) -> None:
+    """A file with no piece in its worker goes to a worker with fewer bytes to parse, carrying the rest
+    its old worker kept (a traceback cut by the read); its records are those of one parse of the whole
+    file."""
+    import queue
+
+    import prometheus_client
+
+    from ranklog import parse
+    from ranklog.agent.parse_pool import Parsed, ParsePool
+    from ranklog.agent.tracked_file import TrackedFile
+    from ranklog.metrics import create
+    from ranklog.record import arrow_schema
+
+    _python_log_with_tracebacks(tmp_path / "a.log", 400)
+    _ranklog_jsonl(tmp_path / "b.jsonl", 3000)
+    _ranklog_jsonl(tmp_path / "c.jsonl", 300)
+    files = {}
+    for name, fmt in (("a.log", "python"), ("b.jsonl", "ranklog"), ("c.jsonl", "ranklog")):
+        path = tmp_path / name
+        os.utime(path, (time.time() - 60, time.time() - 60))  # written long ago: its end is final
+        files[name] = TrackedFile(path=str(path), fd=os.open(path, os.O_RDONLY), format=fmt, fields={}, options={})
+        assert files[name].identify("node1", "127.0.0.1")
+    events: queue.SimpleQueue = queue.SimpleQueue()
+    metrics = create("agent", prometheus_client.CollectorRegistry())
+    pool = ParsePool(2, metrics, events.put, depth=4)
+    messages: dict[str, list[bytes]] = {name: [] for name in files}
+
+    def feed(name: str, size: int) -> None:
+        outcome = files[name].read_step(size, idle_final=0.5, now=time.monotonic(), parse_here=False)
+        pool.send(files[name], outcome.raw, outcome.final)
+
+    def answer() -> None:
+        event = events.get(timeout=60)
+        assert isinstance(event, Parsed), event
+        tf, chunk, _ = pool.take(event)
+        if chunk is not None and chunk.encoded:
+            messages[Path(tf.path).name].append(chunk.encoded)
+
+    try:
+        feed("a.log", 3000)  # ends inside a record: its worker keeps the rest
+        answer()
+        home = pool._home[files["a.log"].uid]
+        feed("c.jsonl", 2_000)  # a small piece to the other worker …
+        feed("b.jsonl", 200_000)  # … and a big one to a.log's worker
+        assert {pool._home[files["c.jsonl"].uid], pool._home[files["b.jsonl"].uid]} == {0, 1}
+        assert pool._home[files["b.jsonl"].uid] == home
+        feed("a.log", 1 << 20)  # the rest of a.log: its worker has the bigger queue
+        assert pool._home[files["a.log"].uid] != home
+        assert metrics.agent_parse_files_moved._value.get() == 1
+        while not (pool.idle and files["a.log"].parse_offset == os.path.getsize(tmp_path / "a.log")):
+            if pool.idle:
+                feed("a.log", 1 << 20)  # the final flush of the last record
+            answer()
+    finally:
+        pool.close()
+        for tf in files.values():
+            tf.close()
+    schema = arrow_schema()
+    from ranklog.agent.ship import assemble
+
+    pooled = pa.ipc.open_stream(assemble(schema, messages["a.log"])).read_all()
+    whole = (tmp_path / "a.log").read_bytes()
+    ctx = parse.SourceContext(source=str(tmp_path / "a.log"), source_id=files["a.log"].ctx.source_id,
+                              format="python", host="node1", ip="127.0.0.1")
+    once = pa.Table.from_batches([parse.parse(whole, 0, ctx, final=True, read_time_ns=time.time_ns()).batch])
+    assert pooled.num_rows == once.num_rows > 400
+    for name in ("offset", "ts", "level", "msg", "exc", "source_id"):
+        assert pooled.column(name).to_pylist() == once.column(name).to_pylist(), name

@@ -8,9 +8,14 @@ flows is raw bytes one way and the (lz4-compressed, ~64 bytes a line) message ba
 
 Guarantees, unchanged by the workers:
 
-- identical records: a file is parsed by one worker only, in read order, and the worker keeps the
+- identical records: a file is parsed by one worker at a time, in read order, and the worker keeps the
   unconsumed rest and the parser state between pieces exactly as the reading thread would
-  (:mod:`.parse_worker`);
+  (:mod:`.parse_worker`). Between two pieces — none of the file's in its worker — a file moves to a
+  worker with fewer bytes to parse, taking the parser state of the last answer and the unconsumed
+  rest (kept here, below) with it (``ranklog_agent_parse_files_moved_total``): files come and go, so
+  where a file was first placed says little about where the work is now;
+- bounded pieces: reads that waited for room are joined into pieces of at most ``piece_bytes``
+  (``read_chunk``), so a worker's parse stays in cache and its answers stream to the shipper;
 - order and checkpoints: answers for a file arrive in the order its pieces were sent (one pipe per
   worker), become chunks in file order, and the checkpoint still moves only over acknowledged
   chunks;
@@ -73,6 +78,8 @@ class _Worker:
     proc: subprocess.Popen
     outbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     outstanding: int = 0  # pieces sent and not yet answered (main thread only)
+    sizes: deque[int] = field(default_factory=deque)  # their sizes, in the order the answers come
+    load: int = 0  # their bytes
     known: set[int] = field(default_factory=set)  # files whose context this process holds
     threads: list[threading.Thread] = field(default_factory=list)
 
@@ -98,8 +105,8 @@ def _spawn(options: str) -> subprocess.Popen:
 
 class ParsePool:
     def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
-                 training_metrics: list[str] | None = None, depth: int = 2, max_restarts: int = 5,
-                 restart_window: float = 60.0) -> None:
+                 training_metrics: list[str] | None = None, depth: int = 2, piece_bytes: int = 2_000_000,
+                 max_restarts: int = 5, restart_window: float = 60.0) -> None:
         self._options = json.dumps({"compression": compression, "training_metrics": list(training_metrics or [])})
         self._metrics = metrics
         self._deliver = deliver
@@ -114,7 +121,9 @@ class ParsePool:
         # bytes sent and not yet parsed, per file: [parse_offset, read_offset) of the file, exactly
         self._held: dict[int, deque[bytes]] = {}
         self._unsent: dict[int, tuple[list[bytes], bool]] = {}  # reads waiting for room in their worker
+        self._posted: dict[int, int] = {}  # pieces of a file in its worker
         self.depth = depth
+        self.piece_bytes = piece_bytes
         metrics.agent_parse_workers.set(workers)
 
     # --- processes ---------------------------------------------------------------------------------
@@ -167,19 +176,42 @@ class ParsePool:
     def _worker_of(self, tf: TrackedFile) -> _Worker:
         index = self._home.get(tf.uid)
         if index is None:
-            load = [0] * len(self._workers)
+            files = [0] * len(self._workers)
             for home in self._home.values():
-                load[home] += 1
-            index = self._home[tf.uid] = load.index(min(load))
+                files[home] += 1
+            index = self._home[tf.uid] = min(range(len(self._workers)),
+                                             key=lambda i: (self._workers[i].load, files[i]))
             self._files[tf.uid] = tf
             self._held[tf.uid] = deque()
+            self._posted[tf.uid] = 0
         return self._workers[index]
+
+    def _rehome(self, tf: TrackedFile) -> _Worker:
+        """The worker to post `tf`'s waiting reads to: its own, unless the file has no piece in it and
+        another worker has fewer bytes to parse — then the file moves there with what it needs to go
+        on (the parser state the agent got with the last answer, the unconsumed rest from the held
+        bytes), so a worker is not left idle while the other has a queue. Files come and go (a node's
+        ranks restart, rotations), so where a file started says little about where work is now."""
+        home = self._workers[self._home[tf.uid]]
+        if self._posted[tf.uid]:
+            return home
+        best = min(self._workers, key=lambda worker: worker.load)
+        if best.load >= home.load:
+            return home
+        if tf.uid in home.known:
+            home.known.discard(tf.uid)
+            home.outbox.put(({"op": "forget", "file": tf.uid}, b""))
+        self._home[tf.uid] = best.index
+        _, final = self._unsent[tf.uid]
+        self._unsent[tf.uid] = (list(self._held[tf.uid]), final)  # the rest the old worker kept, then the reads
+        self._metrics.agent_parse_files_moved.inc()
+        return best
 
     def send(self, tf: TrackedFile, data: bytes, final: bool) -> None:
         """Parse `data` (the bytes of `tf` right after what was read before) in the file's worker: at once
         when the worker has fewer than `depth` pieces, else joined with the file's next reads into one
         piece when it has room (small reads of a busy node become big pieces, as they would on disk)."""
-        worker = self._worker_of(tf)
+        self._worker_of(tf)
         if data:
             self._held[tf.uid].append(data)
         unsent = self._unsent.get(tf.uid)
@@ -188,6 +220,7 @@ class ParsePool:
             tf.inflight += 1  # counted until answered, so no idle flush overtakes it
         unsent[0].append(data)
         self._unsent[tf.uid] = (unsent[0], final)
+        worker = self._rehome(tf)
         if worker.outstanding < self.depth:
             self._post_unsent(worker, tf)
 
@@ -195,17 +228,34 @@ class ParsePool:
         """Send the joined reads of files whose worker has room again."""
         for uid in list(self._unsent):
             tf = self._files[uid]
-            worker = self._workers[self._home[uid]]
+            worker = self._rehome(tf)
             if worker.outstanding < self.depth:
                 self._post_unsent(worker, tf)
 
     def _post_unsent(self, worker: _Worker, tf: TrackedFile) -> None:
+        """Post the file's waiting reads, joined up to `piece_bytes` per piece while the worker has room;
+        a longer backlog stays here for the next room. Bounded pieces keep a worker's parse in cache
+        and its answers streaming to the shipper, instead of one block of everything read while it
+        was busy."""
         pieces, final = self._unsent.pop(tf.uid)
         tf.inflight -= 1  # _post counts it again
-        self._post(worker, tf, b"".join(pieces), final)
+        offset = tf.read_offset - sum(len(piece) for piece in pieces)
+        while pieces:
+            size, cut = 0, 0
+            while cut < len(pieces) and (cut == 0 or size + len(pieces[cut]) <= self.piece_bytes):
+                size += len(pieces[cut])
+                cut += 1
+            joined, pieces = pieces[:cut], pieces[cut:]
+            if pieces and worker.outstanding + 1 >= self.depth:
+                self._post(worker, tf, offset, b"".join(joined), False)
+                self._unsent[tf.uid] = (pieces, final)
+                tf.inflight += 1
+                return
+            self._post(worker, tf, offset, b"".join(joined), final and not pieces)
+            offset += size
 
-    def _post(self, worker: _Worker, tf: TrackedFile, data: bytes, final: bool) -> None:
-        header: dict[str, Any] = {"op": "parse", "file": tf.uid, "offset": tf.read_offset - len(data), "final": final,
+    def _post(self, worker: _Worker, tf: TrackedFile, offset: int, data: bytes, final: bool) -> None:
+        header: dict[str, Any] = {"op": "parse", "file": tf.uid, "offset": offset, "final": final,
                                   "path": tf.path, "mtime_ns": os.fstat(tf.fd).st_mtime_ns if tf.fd >= 0 else None,
                                   "read_time_ns": time.time_ns()}
         if tf.uid not in worker.known:
@@ -216,6 +266,9 @@ class ParsePool:
             header["parse_offset"] = tf.parse_offset
             worker.known.add(tf.uid)
         worker.outstanding += 1
+        worker.sizes.append(len(data))
+        worker.load += len(data)
+        self._posted[tf.uid] += 1
         tf.inflight += 1
         worker.outbox.put((header, data))
 
@@ -225,6 +278,7 @@ class ParsePool:
         self._files.pop(tf.uid, None)
         self._held.pop(tf.uid, None)
         self._unsent.pop(tf.uid, None)
+        self._posted.pop(tf.uid, None)
         if index is not None and tf.uid in self._workers[index].known:
             self._workers[index].known.discard(tf.uid)
             self._workers[index].outbox.put(({"op": "forget", "file": tf.uid}, b""))
@@ -238,6 +292,7 @@ class ParsePool:
         if event.generation != worker.generation:
             return None, None, 0
         worker.outstanding -= 1
+        worker.load -= worker.sizes.popleft()
         header = event.header
         self._metrics.agent_parse_worker_busy_seconds.labels(worker=str(event.worker)).inc(header["busy"])
         tf = self._files.get(header["file"])
@@ -247,6 +302,7 @@ class ParsePool:
             raise RuntimeError(f"parse worker {event.worker} answered for offset {header['start']} of {tf.path}, "
                                f"expected {tf.parse_offset}")
         tf.inflight -= 1
+        self._posted[tf.uid] -= 1
         self._release(tf.uid, header["consumed"])
         tf.ctx.state = header["state"]
         chunk = tf.take(header["consumed"], None, dict(header["state"]), rows=header["rows"])
@@ -290,11 +346,12 @@ class ParsePool:
                 continue
             tf = self._files[uid]
             tf.inflight = 0
+            self._posted[uid] = 0
             self._unsent.pop(uid, None)  # in the held bytes too
             pending = b"".join(self._held[uid])
             self._held[uid] = deque([pending]) if pending else deque()
             if pending:
-                self._post(fresh, tf, pending, False)
+                self._post(fresh, tf, tf.read_offset - len(pending), pending, False)
 
     # --- gauges, stop ------------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ class Agent:
         self.shipper.start()
         if cfg.parse_workers > 1:
             self.pool = ParsePool(cfg.parse_workers, self.metrics, self._events.put, cfg.compression,
-                                  cfg.training_metrics)
+                                  cfg.training_metrics, piece_bytes=cfg.read_chunk)
         else:
             self.metrics.agent_parse_workers.set(1)
         next_poll = last_save = 0.0
