@@ -129,6 +129,30 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(tmp_path: Path, to
     assert_exactly_once(wait_archived(tmp_path / "archive", total), set(range(total)))
 
 
+def test_a_file_seen_while_its_head_was_short_keeps_its_key_across_a_kill(tmp_path: Path, token_file: Path,
+                                                                           archive) -> None:
+    """A file identified with fewer than HEAD_BYTES bytes (inotify finds it within moments of its
+    creation) is keyed by that short head; if the agent dies before that key is checkpointed, the
+    restart hashes the grown head, gets another source_id and ships the file again. The key is saved
+    before the first byte ships (a long --checkpoint-interval keeps the periodic save out of it)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.jsonl").write_bytes(b"".join(line(i) for i in range(0, 20)))  # the first, periodic save
+    with running_agent([archive.url], token_file, tmp_path / "state", sources=[f"{logs}/*.jsonl"],
+                       extra_args=["--checkpoint-interval", "10min"]) as agent:
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 20, timeout=60)
+        short = logs / "b.jsonl"
+        short.write_bytes(b"".join(line(i) for i in range(20, 23)))  # 3 lines, well under HEAD_BYTES
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 23, timeout=60)
+        agent.kill()
+        with short.open("ab") as handle:
+            handle.write(b"".join(line(i) for i in range(23, 100)))
+        agent.start()
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 77, timeout=60)
+        agent.wait_idle(timeout=60)
+    assert_exactly_once(wait_archived(archive.root, 100), set(range(100)))
+
+
 def test_archive_down_backlog_grows_then_everything_arrives_once(tmp_path: Path, token_file: Path) -> None:
     from tests.helpers.archive_proc import running_archive
 
