@@ -302,3 +302,26 @@ def test_a_file_moves_to_a_less_busy_worker_with_its_open_record(tmp_path: Path)
     assert pooled.num_rows == once.num_rows > 400
     for name in ("offset", "ts", "level", "msg", "exc", "source_id"):
         assert pooled.column(name).to_pylist() == once.column(name).to_pylist(), name
+
+
+def test_the_piece_arena_hands_bytes_over_in_slots_and_refuses_what_does_not_fit() -> None:
+    """The agent's side writes a slot, the worker's side (its own mapping of the same memfd) reads it;
+    a piece larger than a slot, or one with every slot taken, gets None (it goes through the pipe)."""
+    from ranklog.agent.piece_arena import PieceArena
+
+    agent_side, fd = PieceArena.create(2, 1024)
+    worker_side = PieceArena.attach(os.dup(fd), 2, 1024)
+    os.close(fd)
+    try:
+        first, second = agent_side.put(b"a" * 1024), agent_side.put(b"second piece")
+        assert {first, second} == {0, 1}
+        assert bytes(worker_side.view(second, len(b"second piece"))) == b"second piece"
+        assert bytes(worker_side.view(first, 1024)) == b"a" * 1024
+        assert agent_side.put(b"x") is None  # both slots are the worker's until it answers
+        agent_side.release(first)
+        assert agent_side.put(b"x" * 1025) is None  # larger than a slot
+        assert agent_side.put(b"again") == first
+        assert bytes(worker_side.view(first, 5)) == b"again"
+    finally:
+        agent_side.close()
+        worker_side.close()

@@ -4,7 +4,8 @@ Why processes: the parsers' Python parts hold the GIL, so parse threads did not 
 (measured: 0.9–1.3× with two threads on two cores); a process per worker does. A worker does all
 the per-line work of a piece — parse, the metrics summary, the compressed Arrow IPC message the
 request will carry — so the main process only reads, applies summaries and joins messages. What
-flows is raw bytes one way and the (lz4-compressed, ~64 bytes a line) message back.
+flows is raw bytes one way, through a slot of shared memory (:mod:`.piece_arena`; the pipe carries
+the slot number), and the (lz4-compressed, ~64 bytes a line) message back through the pipe.
 
 Guarantees, unchanged by the workers:
 
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .parse_worker import read_frame, write_frame
+from .piece_arena import PieceArena
 from .tracked_file import TrackedFile
 
 log = logging.getLogger("ranklog.agent.parse")
@@ -76,6 +78,7 @@ class _Worker:
     index: int
     generation: int
     proc: subprocess.Popen
+    arena: PieceArena | None = None  # shared memory for the raw bytes (None: they go through the pipe)
     outbox: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
     outstanding: int = 0  # pieces sent and not yet answered (main thread only)
     sizes: deque[int] = field(default_factory=deque)  # their sizes, in the order the answers come
@@ -87,14 +90,14 @@ class _Worker:
 _F_SETPIPE_SZ = 1031  # Linux fcntl: a pipe buffer as large as a piece's frame means fewer wake-ups
 
 
-def _spawn(options: str) -> subprocess.Popen:
+def _spawn(options: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """A worker on this interpreter with this process's import path. `sys.executable` may be a path the
     agent's user cannot open (a venv linking into another user's home, entered under setpriv/sudo);
     the running binary itself, /proc/self/exe, always can be."""
     python = sys.executable if sys.executable and os.access(sys.executable, os.X_OK) else "/proc/self/exe"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
     proc = subprocess.Popen([python, "-m", "ranklog.agent.parse_worker", options], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, close_fds=True, env=env)
+                            stdout=subprocess.PIPE, close_fds=True, pass_fds=pass_fds, env=env)
     for pipe in (proc.stdin, proc.stdout):
         try:
             fcntl.fcntl(pipe.fileno(), _F_SETPIPE_SZ, 1 << 20)
@@ -107,7 +110,7 @@ class ParsePool:
     def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
                  training_metrics: list[str] | None = None, depth: int = 2, piece_bytes: int = 2_000_000,
                  max_restarts: int = 5, restart_window: float = 60.0) -> None:
-        self._options = json.dumps({"compression": compression, "training_metrics": list(training_metrics or [])})
+        self._options = {"compression": compression, "training_metrics": list(training_metrics or [])}
         self._metrics = metrics
         self._deliver = deliver
         self._max_restarts = max_restarts
@@ -115,6 +118,8 @@ class ParsePool:
         self._restarts: deque[float] = deque()
         self._generations = 0
         self._closing = False
+        self.depth = depth  # pieces a worker holds at most, one arena slot each
+        self.piece_bytes = piece_bytes
         self._workers = [self._start(i) for i in range(workers)]
         self._home: dict[int, int] = {}  # file uid → worker index
         self._files: dict[int, TrackedFile] = {}
@@ -122,15 +127,22 @@ class ParsePool:
         self._held: dict[int, deque[bytes]] = {}
         self._unsent: dict[int, tuple[list[bytes], bool]] = {}  # reads waiting for room in their worker
         self._posted: dict[int, int] = {}  # pieces of a file in its worker
-        self.depth = depth
-        self.piece_bytes = piece_bytes
         metrics.agent_parse_workers.set(workers)
 
     # --- processes ---------------------------------------------------------------------------------
 
     def _start(self, index: int) -> _Worker:
         self._generations += 1
-        worker = _Worker(index, self._generations, _spawn(self._options))
+        created = PieceArena.create(self.depth, self.piece_bytes)
+        arena, fd = created if created is not None else (None, -1)
+        options = {**self._options, "arena": {"fd": fd, "slots": self.depth, "slot_bytes": self.piece_bytes}
+                   if arena is not None else None}
+        try:
+            proc = _spawn(json.dumps(options), (fd,) if arena is not None else ())
+        finally:
+            if arena is not None:
+                os.close(fd)  # the worker has its own; the mapping stays
+        worker = _Worker(index, self._generations, proc, arena)
         for target, name in ((self._send_loop, "send"), (self._receive_loop, "receive")):
             thread = threading.Thread(target=target, args=(worker,), name=f"ranklog-parse-{index}-{name}", daemon=True)
             thread.start()
@@ -265,12 +277,15 @@ class ParsePool:
                              "options": dict(ctx.options)}
             header["parse_offset"] = tf.parse_offset
             worker.known.add(tf.uid)
+        slot = worker.arena.put(data) if worker.arena is not None else None
+        if slot is not None:
+            header["slot"], header["size"] = slot, len(data)
         worker.outstanding += 1
         worker.sizes.append(len(data))
         worker.load += len(data)
         self._posted[tf.uid] += 1
         tf.inflight += 1
-        worker.outbox.put((header, data))
+        worker.outbox.put((header, data if slot is None else b""))
 
     def forget(self, tf: TrackedFile) -> None:
         """`tf` is let go: its worker drops its context."""
@@ -294,6 +309,8 @@ class ParsePool:
         worker.outstanding -= 1
         worker.load -= worker.sizes.popleft()
         header = event.header
+        if "slot" in header:
+            worker.arena.release(header["slot"])
         self._metrics.agent_parse_worker_busy_seconds.labels(worker=str(event.worker)).inc(header["busy"])
         tf = self._files.get(header["file"])
         if tf is None:
@@ -375,3 +392,5 @@ class ParsePool:
             except subprocess.TimeoutExpired:
                 worker.proc.kill()
                 worker.proc.wait()
+            if worker.arena is not None:
+                worker.arena.close()

@@ -13,9 +13,10 @@ records are the ones of a single-process parse, byte for byte.
 
 Frames on stdin/stdout, both ways: ``<II`` (header length, payload length), a pickled header dict,
 the payload (raw file bytes in; the batch's IPC message out). Requests:
-``{"op": "parse", "file", "offset", "final", "path", "mtime_ns", "read_time_ns"[, "ctx", "parse_offset"]}``
-(``ctx`` the first time a file comes to this process) and ``{"op": "forget", "file"}``. Answers:
-``{"file", "start", "consumed", "errors", "state", "rows", "summary", "busy"}`` or ``{"error": traceback}`` (then
+``{"op": "parse", "file", "offset", "final", "path", "mtime_ns", "read_time_ns"[, "ctx", "parse_offset"][, "slot", "size"]}``
+(``ctx`` the first time a file comes to this process; ``slot``: the raw bytes are in that slot of the
+shared :class:`.piece_arena.PieceArena`, not in the payload) and ``{"op": "forget", "file"}``. Answers:
+``{"file", "start", "consumed", "errors", "state", "rows", "summary", "busy"[, "slot"]}`` or ``{"error": traceback}`` (then
 the worker exits: a parser bug stops the agent loudly, as it does without workers). The worker ends
 at EOF on stdin — the agent closes it when it stops, and the kernel does when the agent dies — and
 ignores SIGTERM/SIGINT, which a service manager or a terminal sends to the whole process group.
@@ -34,6 +35,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from .piece_arena import PieceArena
+
 _FRAME = struct.Struct("<II")
 
 
@@ -47,16 +50,10 @@ def write_frame(out: BinaryIO, header: dict[str, Any], payload: bytes | memoryvi
 
 
 def _read_exactly(inp: BinaryIO, size: int) -> bytes | None:
-    if size == 0:
-        return b""
-    buffer = bytearray(size)
-    view, got = memoryview(buffer), 0
-    while got < size:
-        n = inp.readinto(view[got:])
-        if not n:
-            return None
-        got += n
-    return bytes(buffer) if size < 4096 else buffer  # a bytearray is a buffer pyarrow reads without copying
+    """`size` bytes, or None at EOF first. A buffered reader's read(n) waits for all n and fills a new
+    bytes object directly (a zeroed bytearray first cost a page fault and a clear per 4 KiB)."""
+    data = inp.read(size) if size else b""
+    return data if len(data) == size else None
 
 
 def read_frame(inp: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
@@ -97,7 +94,8 @@ def _warm_up(parse, summarizer, schema, compression: str) -> None:
         encode_message(batch, schema, compression)
 
 
-def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list[str]) -> int:
+def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list[str],
+          arena: dict[str, int] | None = None) -> int:
     import pyarrow as pa
 
     from .. import parse
@@ -109,6 +107,7 @@ def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list
     schema = arrow_schema()
     summarizer = BatchSummarizer(training_metrics)
     _warm_up(parse, summarizer, schema, compression)
+    pieces = PieceArena.attach(**arena) if arena else None
 
     files: dict[int, _File] = {}
     while True:
@@ -129,7 +128,10 @@ def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list
                                f"{state.parse_offset + len(state.carry)} already held")
         ctx = state.ctx
         ctx.source, ctx.mtime_ns = header["path"], header["mtime_ns"]
+        if "slot" in header:
+            payload = pieces.view(header["slot"], header["size"])
         buffer = state.carry + payload if state.carry else bytes(payload)
+        del payload  # the slot is the agent's again once this piece is answered
         result = parse.parse(buffer, state.parse_offset, ctx, final=header["final"], read_time_ns=header["read_time_ns"])
         consumed = result.consumed
         state.carry = buffer[consumed:] if consumed < len(buffer) else b""
@@ -138,9 +140,11 @@ def serve(inp: BinaryIO, out: BinaryIO, compression: str, training_metrics: list
         rows = result.batch.num_rows if consumed and result.batch is not None else 0
         summary = summarizer.summarize(result.batch) if rows else None
         body = encode_message(result.batch, schema, compression) if rows else b""
-        write_frame(out, {"file": uid, "start": start, "consumed": consumed, "errors": result.errors,
-                          "state": ctx.state, "rows": rows, "summary": summary,
-                          "busy": time.perf_counter() - started}, body)
+        answer = {"file": uid, "start": start, "consumed": consumed, "errors": result.errors,
+                  "state": ctx.state, "rows": rows, "summary": summary, "busy": time.perf_counter() - started}
+        if "slot" in header:
+            answer["slot"] = header["slot"]
+        write_frame(out, answer, body)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)  # anything printed by accident goes to the agent's log, not into the frames
     options = json.loads((argv if argv is not None else sys.argv[1:])[0])
     try:
-        return serve(inp, out, options["compression"], options["training_metrics"])
+        return serve(inp, out, options["compression"], options["training_metrics"], options.get("arena"))
     except BrokenPipeError:
         return 0  # the agent is gone
     except Exception:
