@@ -67,8 +67,9 @@ def allowed_cpus(cgroup_root: str = "/sys/fs/cgroup") -> int:
 
 def default_parse_workers() -> int:
     """One worker per allowed CPU beyond the one the reading/shipping process needs, at most 4; 1 (the
-    reading thread parses) on 2 CPUs or fewer, where workers measured slower (bench_agent.py: 0.93×
-    for one file, 1.15× for four, the IPC costing ~0.9 µs a line)."""
+    reading thread parses) on 2 CPUs or fewer: there a second worker gains nothing on one hot file
+    (bench_agent.py, agent alone: 1.00–1.26×) and 1.4–1.7× on four only by taking both cores, which
+    a node's own work (or the archive beside it) needs."""
     return max(1, min(allowed_cpus() - 1, MAX_DEFAULT_PARSE_WORKERS))
 
 
