@@ -220,9 +220,10 @@ class ParsePool:
         return best
 
     def send(self, tf: TrackedFile, data: bytes, final: bool) -> None:
-        """Parse `data` (the bytes of `tf` right after what was read before) in the file's worker: at once
-        when the worker has fewer than `depth` pieces, else joined with the file's next reads into one
-        piece when it has room (small reads of a busy node become big pieces, as they would on disk)."""
+        """Parse `data` (the bytes of `tf` right after what was read before) in the file's worker (or a
+        less busy one, :meth:`_rehome`): at once when the worker has fewer than `depth` pieces, else
+        joined with the file's next reads into pieces of up to `piece_bytes` when it has room (small
+        reads of a busy node become big pieces, as they would on disk)."""
         self._worker_of(tf)
         if data:
             self._held[tf.uid].append(data)
