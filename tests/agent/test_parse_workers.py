@@ -325,3 +325,37 @@ def test_the_piece_arena_hands_bytes_over_in_slots_and_refuses_what_does_not_fit
     finally:
         agent_side.close()
         worker_side.close()
+
+
+def test_without_memfd_the_raw_bytes_go_through_the_pipe(tmp_path: Path, monkeypatch) -> None:
+    """Where memfd_create is missing or refused (an old kernel, a seccomp filter), a worker gets its
+    pieces in the frames themselves and parses them all the same."""
+    import queue
+
+    import prometheus_client
+
+    from ranklog.agent.parse_pool import Parsed, ParsePool
+    from ranklog.agent.tracked_file import TrackedFile
+    from ranklog.metrics import create
+
+    def refused(*_args):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "memfd_create", refused)
+    path = tmp_path / "rank-1.jsonl"
+    _ranklog_jsonl(path, 500)
+    tf = TrackedFile(path=str(path), fd=os.open(path, os.O_RDONLY), format="ranklog", fields={}, options={})
+    assert tf.identify("node1", "127.0.0.1")
+    events: queue.SimpleQueue = queue.SimpleQueue()
+    pool = ParsePool(1, create("agent", prometheus_client.CollectorRegistry()), events.put)
+    try:
+        assert pool._workers[0].arena is None
+        outcome = tf.read_step(1 << 20, idle_final=0.5, now=time.monotonic(), parse_here=False)
+        pool.send(tf, outcome.raw, True)
+        event = events.get(timeout=60)
+        assert isinstance(event, Parsed) and "slot" not in event.header
+        _, chunk, _ = pool.take(event)
+        assert chunk.rows == 500 and tf.parse_offset == path.stat().st_size
+    finally:
+        pool.close()
+        tf.close()
