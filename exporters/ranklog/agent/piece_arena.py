@@ -19,7 +19,7 @@ import os
 
 class PieceArena:
     def __init__(self, fd: int, slots: int, slot_bytes: int) -> None:
-        self.slots, self.slot_bytes = slots, slot_bytes
+        self.slot_bytes = slot_bytes
         self._map = mmap.mmap(fd, slots * slot_bytes)
         self._free = list(range(slots))
 
