@@ -45,8 +45,16 @@ CORPUS: dict[str, bytes] = {
         b"2026-12-02T13:04:05.123457Z ERROR train [rank=3] failed", TB, b"print line",
     ]),
     "ray": b"\n".join([
+        # (a file's head without any time takes the first time after it *in the same piece*: start timed)
+        b'{"asctime": "2025-02-12 12:25:48,765", "levelname": "INFO", "message": "first"}',
         b":job_id:01000000", b":actor_name:WorkerDict_0:3", b"step 0",
         b'{"asctime": "2025-02-12 12:25:48,766", "levelname": "INFO", "message": "json line"}',
+        # a driver's traceback with forwarded JSON lines printed into it, in its frames and in its message
+        b"Traceback (most recent call last):", b'  File "driver.py", line 36, in <module>',
+        b'{"asctime": "2025-02-12 12:25:48,767", "levelname": "INFO", "message": "[Rank 3] into frames"}',
+        b"    ray.get(refs)", b"ray.exceptions.RayTaskError(RuntimeError): ray::W.f() (pid=3, ip=10.0.0.3)",
+        b'{"asctime": "2025-02-12 12:25:48,768", "levelname": "INFO", "message": "[Rank 2] into message"}',
+        b'  File "driver.py", line 29, in f', b"RuntimeError: boom", b"after the traceback",
         b"(WorkerDict pid=1, ip=10.0.0.1) Traceback (most recent call last):",
         b"(WorkerDict pid=2, ip=10.0.0.2) hello from 2",
         b'(WorkerDict pid=1, ip=10.0.0.1)   File "w.py", line 3',

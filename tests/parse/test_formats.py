@@ -8,6 +8,7 @@ import pytest
 
 from ranklog.errors import ConfigError
 from ranklog.parse import parse
+from ranklog.parse.formats.ray import FORWARDED_BATCH
 from tests.helpers.layouts import RAY_OOM_KILL, nccl_watchdog, verl_step_line
 from tests.parse.conftest import READ_TIME_NS, make_ctx, parse_whole, rows
 
@@ -57,6 +58,38 @@ def test_ray_file_mixing_json_and_text_lines():
     assert [r["role"] for r in got] == ["WorkerDict_0:1"] * 4
     assert [r["offset"] for r in got] == [0, data.index(b'{"asc'), data.index(b"plain"), data.index(b'{"levelname": "INFO"')]
     assert got[1]["level"] == "ERROR" and got[1]["job"] == "01000000"
+
+
+JSON_LINE = b'{"asctime": "2025-02-12 12:25:48,767", "levelname": "INFO", "message": "[Rank 3] forwarded"}\n'
+FRAMES = b'Traceback (most recent call last):\n  File "driver.py", line 36, in <module>\n    ray.get(refs)\n'
+
+
+def _msgs(data: bytes) -> list[tuple[str, str | None]]:
+    return [(r["msg"], r["exc"]) for r in rows(parse_whole(data, make_ctx("ray"))[0])]
+
+
+def test_ray_traceback_goes_on_after_forwarded_json_lines_printed_into_it():
+    head, code = FRAMES.rsplit(b"    ", 1)  # into the frames, and between the last frame and the exception
+    data = head + JSON_LINE * 3 + b"    " + code + JSON_LINE + b"ValueError: boom\n"
+    got = _msgs(data)
+    assert got[0] == ("ValueError: boom", FRAMES.decode() + "ValueError: boom")
+    assert got[1:] == [("[Rank 3] forwarded", None)] * 4
+
+
+def test_ray_json_lines_end_what_is_not_a_traceback_and_a_traceback_after_its_exception():
+    data = (b"2025-02-12 12:25:48,766 INFO x.py:1 -- config:\n" + JSON_LINE + b"  lr: 0.1\n"
+            + FRAMES + b"ValueError: boom\n" + JSON_LINE + b"next print\n")
+    msgs = [m for m, _ in _msgs(data)]
+    assert msgs == ["config:", "[Rank 3] forwarded", "  lr: 0.1", "ValueError: boom", "[Rank 3] forwarded",
+                    "next print"]
+
+
+@pytest.mark.parametrize(("forwarded", "whole"), [(FORWARDED_BATCH, True), (FORWARDED_BATCH + 1, False)])
+def test_ray_a_traceback_is_carried_over_one_forwarded_batch_at_most(forwarded, whole):
+    data = FRAMES + JSON_LINE * forwarded + b"ValueError: boom\n"
+    got = _msgs(data)
+    assert (got[0][0] == "ValueError: boom") is whole
+    assert len(got) == forwarded + (1 if whole else 2)
 
 
 def test_torchrun_tee_prefix_and_rank_prefix_stack():

@@ -41,8 +41,11 @@ def empty_batch() -> pa.RecordBatch:
 
 
 def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np.ndarray,
-                columns: Mapping[str, pa.Array | None], read_time_ns: int) -> pa.RecordBatch:
-    """One RecordBatch of `len(starts)` records; `starts` are the records' positions in the buffer."""
+                columns: Mapping[str, pa.Array | None], read_time_ns: int, *, infer_time: bool = True) -> pa.RecordBatch:
+    """One RecordBatch of `len(starts)` records; `starts` are the records' positions in the buffer.
+
+    With `infer_time` False a missing `ts` stays null: the caller merges this batch with others of
+    the same file and infers times over the merged order (:func:`with_inferred_time`)."""
     n = len(starts)
     if n == 0:
         return empty_batch()
@@ -64,7 +67,7 @@ def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np
             out[name] = pa.repeat(pa.scalar(getattr(ctx, name), pa.string()), n)
             continue
         column = _typed(column, kind, n)
-        if name == "ts":
+        if name == "ts" and infer_time:
             column, inferred = infer_missing(column, ctx, read_time_ns)
         elif name == "level":
             column = pc.fill_null(column, "UNKNOWN")
@@ -140,3 +143,14 @@ def replace_columns(batch: pa.RecordBatch, columns: Mapping[str, pa.Array]) -> p
     """`batch` with some columns replaced, keeping the record schema (and its non-null fields)."""
     arrays = [columns.get(name, batch.column(name)) for name in FIELDS]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema())
+
+
+def with_inferred_time(batch: pa.RecordBatch, ctx: SourceContext, read_time_ns: int) -> pa.RecordBatch:
+    """`batch` (in file order, built with ``infer_time=False``) with its missing times inferred."""
+    if not batch.num_rows:
+        return batch
+    ts, inferred = infer_missing(batch.column("ts"), ctx, read_time_ns)
+    columns = {"ts": ts.cast(field_type("ts"))}
+    if inferred is not None:
+        columns["attrs"] = mark(batch.column("attrs"), inferred)
+    return pa.RecordBatch.from_arrays([columns.get(name, batch.column(name)) for name in FIELDS], schema=arrow_schema())

@@ -50,14 +50,14 @@ class _Fallback(Exception):
 
 
 def parse_json_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
-                     mapping: Mapping_, extras_hook: ExtrasHook | None = None) -> ParseResult:
+                     mapping: Mapping_, extras_hook: ExtrasHook | None = None, infer_time: bool = True) -> ParseResult:
     """Parse every complete JSON line of `data`; see the module docstring for the fallbacks."""
     max_line = int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024))
     lines = split_lines(data, final=final, max_line_bytes=max_line)
     keep = np.flatnonzero(~blank_mask(data, lines))
     reader = _BlockReader(data, lines, mapping, extras_hook, ctx.options.get("timezone", "UTC"))
     reader.read(keep)
-    batches = [build_batch(ctx, base_offset, lines.starts[idx], cols, read_time_ns) for idx, cols in reader.pieces]
+    batches = [build_batch(ctx, base_offset, lines.starts[idx], cols, read_time_ns, infer_time=infer_time) for idx, cols in reader.pieces]
     return ParseResult(batch=concat(batches), consumed=lines.consumed, errors=reader.errors)
 
 

@@ -15,6 +15,12 @@ Lines are classified in bulk (:class:`Kind`); this module walks the kinds and re
   no record; inside a traceback they are kept only when the traceback continues after them).
 - Interleaved streams (``[default0]:`` / ``(WorkerDict pid=…)`` / ``[rank3]:`` prefixes) are grouped
   separately; a stream's open record also ends ``stream_window`` (1,000) lines after its last line.
+- Interjections: a run of whole-line records of another writer (Ray's JSON lines, which the driver
+  prints while Python writes a traceback line by line to the same console) stands in the text as one
+  placeholder line. It is a record of its own; it ends an open record, except a traceback, which goes
+  on after it — unless the run is longer than one forwarded batch (:data:`LONG_INTERJECTION`) — with a
+  line that can only continue it (indented, a connector) or, when its last line was indented (a
+  frame), with the exception line; a plain line after an exception line is not joined across it.
 - Bounds: a record is split when it would exceed ``max_lines`` lines or ``max_bytes`` bytes; the
   head gets attrs ``multiline: "split"`` and the rest ``multiline: "continued"``.
 
@@ -41,6 +47,10 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_STREAM_WINDOW = 1000
 
 
+INTERJECTION = "{"  # placeholder line of a run of another writer's lines, kept out of the text
+LONG_INTERJECTION = "{{"  # ... of a run too long to sit inside a traceback: it ends one
+
+
 class Kind(IntEnum):
     OTHER = 0
     HEADER = 1
@@ -50,6 +60,8 @@ class Kind(IntEnum):
     CONNECTOR = 5
     MARKER = 6
     HEADER_ERROR = 7  # a header at WARNING or above: the one a following traceback belongs to
+    INTERJECTION = 8
+    LONG_INTERJECTION = 9
 
 
 class _Tb(IntEnum):
@@ -75,6 +87,7 @@ class Group:
     had_traceback: bool = False
     takes_traceback: bool = False
     blanks: list[int] = field(default_factory=list)
+    interrupted: bool = False  # an interjection came after its last line
 
     @property
     def last(self) -> int:
@@ -97,6 +110,7 @@ class Grouping:
 
 
 _CONTINUATION = (Kind.INDENT, Kind.TRACEBACK, Kind.CONNECTOR)
+_WHOLE = (Kind.BLANK, Kind.MARKER, Kind.INTERJECTION, Kind.LONG_INTERJECTION)  # no next line continues these
 _STARTERS = (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER)
 
 
@@ -122,7 +136,8 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: list[str] | Non
     last_traceback = np.maximum.accumulate(np.where(kinds == Kind.TRACEBACK, index, -1)) if n else index
     in_traceback = last_traceback >= section_start
     in_traceback &= ~starter  # a header itself is fresh even right after a traceback
-    boundary = starter | ((kinds == Kind.OTHER) & ~in_traceback)
+    boundary = starter | (np.isin(kinds, (Kind.OTHER, Kind.INTERJECTION)) & ~in_traceback)
+    boundary |= kinds == Kind.LONG_INTERJECTION
     boundary[0:1] = True
     bounds = np.flatnonzero(boundary)
     ends = np.append(bounds[1:], n)
@@ -155,7 +170,7 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: list[str] | Non
     if not final:
         if open_start is not None:
             cut = open_start
-        elif len(all_starts) and all_starts[-1] == n - 1 and kinds[n - 1] != Kind.BLANK:
+        elif len(all_starts) and all_starts[-1] == n - 1 and kinds[n - 1] not in _WHOLE:
             cut = int(all_starts[-1])  # the next line may continue it
     keep = all_starts < cut
     return Grouping(all_starts[keep].astype(np.int64), {s: g for s, g in multi.items() if s < cut}, cut)
@@ -191,6 +206,7 @@ class _Walker:
         self.stream_window = stream_window
         self.open: dict[str, Group] = {}
         self.groups: list[Group] = []
+        self.last_kind: dict[str, int] = {}  # per stream, the kind of its last non-blank line
 
     def feed(self, i: int, kind: int, stream: str) -> None:
         group = self.open.get(stream)
@@ -203,6 +219,21 @@ class _Walker:
             elif group is not None:
                 self.close(stream)
             return
+        if kind in (Kind.INTERJECTION, Kind.LONG_INTERJECTION):
+            if group is not None and (group.tb == _Tb.NONE or kind == Kind.LONG_INTERJECTION):
+                self.close(stream)
+            elif group is not None:
+                group.interrupted = True
+            self.groups.append(Group(start=i, header=False, lines=[i], roles=["m"], nbytes=self.lengths[i]))
+            return
+        previous = self.last_kind.get(stream)
+        if kind != Kind.BLANK:
+            self.last_kind[stream] = kind
+            if group is not None and group.interrupted:
+                group.interrupted = False
+                if not (kind in _CONTINUATION or (kind == Kind.OTHER and previous == Kind.INDENT)):
+                    self.close(stream)
+                    group = None
         if kind in (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER):
             started = self._start(stream, i, header=kind != Kind.MARKER, marker=kind == Kind.MARKER)
             started.takes_traceback = kind == Kind.HEADER_ERROR

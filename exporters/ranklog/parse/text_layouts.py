@@ -34,7 +34,16 @@ from .groups import extract_groups
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
 from .lines import decode_lines, split_lines
-from .multiline import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, Group, Grouping, Kind, group_lines
+from .multiline import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_LINES,
+    INTERJECTION,
+    LONG_INTERJECTION,
+    Group,
+    Grouping,
+    Kind,
+    group_lines,
+)
 from .steps import extract_steps
 from .timestamps import strings_to_timestamps
 
@@ -79,10 +88,12 @@ class TextFormat:
     # a traceback after a header belongs to it at any level (the ranklog writer puts `exc` right
     # there); otherwise only WARNING-or-above headers take one (see multiline)
     traceback_follows_any_header: bool = False
+    # lines `{` / `{{` stand for runs of another writer's lines the caller keeps out (see multiline)
+    interjections: bool = False
 
 
 def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
-                     fmt: TextFormat) -> ParseResult:
+                     fmt: TextFormat, infer_time: bool = True) -> ParseResult:
     """Parse the complete records of `data` with `fmt` (see the module docstring)."""
     options = ctx.options
     lines = split_lines(data, final=final, max_line_bytes=int(options.get("max_line_bytes", 16 * 1024 * 1024)))
@@ -93,7 +104,8 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
     prefix_fields, streams, body = _peel_prefixes(body, fmt.prefixes)
     header_fields, header = _match_layouts(body, fmt, options.get("timezone", "UTC"), read_time_ns)
     severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
-    kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header)
+    kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header,
+                      interjections=fmt.interjections)
     grouping = group_lines(
         kinds, lines.ends - lines.starts, streams, final=final or lines.cut,  # a cut line ends what it is in
         max_lines=int(options.get("multiline_max_lines", DEFAULT_MAX_LINES)),
@@ -110,7 +122,7 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
             grouping.multi[last] = cut_group
     columns = _records(grouping, kinds, body, header_fields, prefix_fields, ctx)
     first = grouping.starts
-    batch = build_batch(ctx, base_offset, lines.starts[first], columns, read_time_ns)
+    batch = build_batch(ctx, base_offset, lines.starts[first], columns, read_time_ns, infer_time=infer_time)
     return ParseResult(batch, consumed, count_unusable(batch.column("attrs")))
 
 
@@ -246,7 +258,7 @@ def _blank_to_null(column: pa.Array) -> pa.Array:
 
 # -- classification --------------------------------------------------------------------------------
 def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, markers: bool, *,
-              every_header_takes_traceback: bool = False) -> np.ndarray:
+              every_header_takes_traceback: bool = False, interjections: bool = False) -> np.ndarray:
     kinds = np.full(len(body), Kind.OTHER, dtype=np.int8)
     rows = _unsettled(body, header, markers)
     texts = body if len(rows) == len(body) else body.take(pa.array(rows))
@@ -269,6 +281,9 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
         severe = np.asarray(pc.fill_null(pc.is_in(level, pa.array(["WARNING", "ERROR", "CRITICAL"])), False))
         kinds[header & severe] = Kind.HEADER_ERROR
     kinds[blank] = Kind.BLANK
+    if interjections:
+        kinds[where(pc.equal(texts, INTERJECTION))] = Kind.INTERJECTION
+        kinds[where(pc.equal(texts, LONG_INTERJECTION))] = Kind.LONG_INTERJECTION
     return kinds
 
 

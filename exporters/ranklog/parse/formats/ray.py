@@ -20,16 +20,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..batch import concat, empty_batch, replace_columns
+from ..batch import concat, empty_batch, replace_columns, with_inferred_time
 from ..contract import ParseResult
 from ..json_bulk import parse_json_lines
-from ..lines import blank_mask, split_lines
+from ..lines import split_lines
+from ..multiline import INTERJECTION, LONG_INTERJECTION
 from ..text_layouts import Layout, TextFormat, parse_text_lines
 from .json import build_mapping
 from .python import PYTHON_LAYOUTS, RANK_PREFIX
@@ -44,7 +47,8 @@ RAY_CPP = Layout(
 )
 DRIVER_PREFIX = r"\((?:(?P<role>[^\s()=,]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?[^)]*\) ?"
 MESSAGE_RANK = r"^\[Rank (?P<rank>\d{1,6})\]"
-RAY = TextFormat(layouts=(RAY_CPP, *PYTHON_LAYOUTS), prefixes=(DRIVER_PREFIX, RANK_PREFIX), markers=True)
+RAY = TextFormat(layouts=(RAY_CPP, *PYTHON_LAYOUTS), prefixes=(DRIVER_PREFIX, RANK_PREFIX), markers=True,
+                 interjections=True)
 
 
 def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
@@ -52,23 +56,95 @@ def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool,
     if runs is None:
         result = parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=RAY)
         return ParseResult(with_message_rank(result.batch), result.consumed, result.errors)
-    batches, errors, consumed = [], 0, 0
-    mapping = build_mapping(ctx.options.get("mapping"))
-    for start, end, is_json, last in runs:
-        chunk = data[start:end]
-        if is_json:
-            result = parse_json_lines(chunk, base_offset + start, ctx, final=True, read_time_ns=read_time_ns,
-                                      mapping=mapping)
-            result.batch = _with_marker_state(result.batch, ctx.state)
-        else:
-            result = parse_text_lines(chunk, base_offset + start, ctx, final=final or not last,
-                                      read_time_ns=read_time_ns, fmt=RAY)
-        batches.append(result.batch)
-        errors += result.errors
-        consumed = start + result.consumed
-        if result.consumed < len(chunk):
-            break
-    return ParseResult(with_message_rank(concat(batches)) if batches else empty_batch(), consumed, errors)
+    return _parse_mixed(data, base_offset, ctx, runs, final=final, read_time_ns=read_time_ns)
+
+
+FORWARDED_BATCH = 1000  # lines of one file Ray's log monitor forwards at once (LOG_MONITOR_NUM_LINES_TO_READ)
+
+
+@dataclass
+class _TextView:
+    """The text lines of a mixed piece, each run of JSON lines replaced by one placeholder line, and
+    where each piece of the view sits in the data (``(position in view, offset in data)``, ascending)."""
+
+    text: bytes
+    pieces: list[tuple[int, int]]
+    placeholders: np.ndarray  # view positions of the placeholder lines
+
+    @classmethod
+    def of(cls, data: bytes, runs: list[_Run]) -> _TextView:
+        parts, pieces, placeholders, at = [], [], [], 0
+        for run in runs:
+            if run.is_json:
+                long = run.lines > FORWARDED_BATCH
+                part = (LONG_INTERJECTION if long else INTERJECTION).encode() + b"\n"
+                placeholders.append(at)
+            else:
+                part = data[run.start:run.end]
+            pieces.append((at, run.start))
+            parts.append(part)
+            at += len(part)
+        return cls(b"".join(parts), pieces, np.asarray(placeholders, dtype=np.int64))
+
+    def data_offsets(self, positions: np.ndarray) -> np.ndarray:
+        at = np.asarray([p for p, _ in self.pieces], dtype=np.int64)
+        to = np.asarray([o for _, o in self.pieces], dtype=np.int64)
+        piece = np.searchsorted(at, positions, side="right") - 1
+        return positions - at[piece] + to[piece]
+
+
+def _parse_mixed(data: bytes, base_offset: int, ctx: SourceContext, runs: list[_Run], *, final: bool,
+                 read_time_ns: int) -> ParseResult:
+    """A file mixing JSON and text lines, in one parse of its text and one of its JSON lines however
+    often they alternate. A JSON line is a whole record of another writer: Ray's driver prints the
+    workers' forwarded JSON lines while Python writes a traceback line by line to the same console.
+    So the text is parsed with each run of JSON lines as one placeholder line (an interjection, see
+    :mod:`..multiline`): a traceback open before the run goes on after it, unless the run is longer
+    than one forwarded batch. The JSON lines take the role and job of the Ray marker lines before them
+    (through their placeholder's record). Records come out in file order, missing times inferred over
+    that order."""
+    view = _TextView.of(data, runs)
+    found = parse_text_lines(view.text, 0, ctx, final=final, read_time_ns=read_time_ns, fmt=RAY, infer_time=False)
+    consumed = runs[-1].end
+    if found.consumed < len(view.text):  # a text record is still open: it and every line after it wait
+        consumed = int(view.data_offsets(np.asarray([found.consumed]))[0])
+    text = found.batch
+    at = text.column("offset").to_numpy() if text.num_rows else np.empty(0, np.int64)
+    placeholder = np.isin(at, view.placeholders)
+    if text.num_rows:
+        text = replace_columns(text, {"offset": pa.array(view.data_offsets(at) + base_offset, pa.int64())})
+    stand_ins = text.filter(pa.array(placeholder)) if placeholder.any() else None
+    text = text.filter(pa.array(~placeholder)) if placeholder.any() else text
+    json_runs = [run for run in runs if run.is_json and run.start < consumed]
+    parsed = parse_json_lines(b"".join(data[r.start:r.end] for r in json_runs), 0, ctx, final=True,
+                              read_time_ns=read_time_ns, mapping=build_mapping(ctx.options.get("mapping")),
+                              infer_time=False)
+    records = parsed.batch
+    if records.num_rows:
+        records = _placed_json(records, json_runs, stand_ins, base_offset)
+    batches = [b for b in (text, records) if b.num_rows]
+    batch = concat(batches) if batches else empty_batch()
+    if batch.num_rows:
+        batch = batch.take(pc.sort_indices(batch.column("offset")))
+    return ParseResult(with_message_rank(with_inferred_time(batch, ctx, read_time_ns)), consumed,
+                       found.errors + parsed.errors)
+
+
+def _placed_json(batch: pa.RecordBatch, runs: list[_Run], stand_ins: pa.RecordBatch | None,
+                 base_offset: int) -> pa.RecordBatch:
+    """JSON records parsed from the runs joined: their offsets in the file, and the role and job their
+    run's placeholder got from the marker lines before it (the line's own keys win)."""
+    joined = np.cumsum([0, *(r.end - r.start for r in runs)])[:-1]
+    offsets = batch.column("offset").to_numpy()
+    which = np.searchsorted(joined, offsets, side="right") - 1
+    starts = np.asarray([r.start for r in runs], dtype=np.int64)
+    columns = {"offset": pa.array(offsets - joined[which] + starts[which] + base_offset, pa.int64())}
+    if stand_ins is not None and stand_ins.num_rows:
+        # every run before the cut has its placeholder record, in the same order
+        take = pa.array(which, pa.int64())
+        for name in ("role", "job"):
+            columns[name] = pc.coalesce(batch.column(name), stand_ins.column(name).take(take))
+    return replace_columns(batch, columns)
 
 
 def with_message_rank(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -83,9 +159,17 @@ def with_message_rank(batch: pa.RecordBatch) -> pa.RecordBatch:
     return replace_columns(batch, {"rank": pc.coalesce(rank, named)})
 
 
-def _json_runs(data: bytes, *, final: bool, max_line: int) -> list[tuple[int, int, bool, bool]] | None:
-    """Runs of consecutive JSON-object lines and text lines: (start, end, is_json, is_last), or None
-    when there is no JSON line at all (the common case: plain text)."""
+class _Run(NamedTuple):
+    start: int
+    end: int
+    is_json: bool
+    lines: int
+
+
+def _json_runs(data: bytes, *, final: bool, max_line: int) -> list[_Run] | None:
+    """Runs of consecutive JSON-object lines and of other lines (blank lines among them: a blank line
+    means something to the text, nothing to JSON), or None when there is no JSON line at all (the
+    common case: plain text)."""
     if b"\n{" not in data and not data.startswith(b"{"):
         return None
     lines = split_lines(data, final=final, max_line_bytes=max_line)
@@ -95,31 +179,14 @@ def _json_runs(data: bytes, *, final: bool, max_line: int) -> list[tuple[int, in
     nonempty = lines.ends > lines.starts
     first = np.where(nonempty, buf[np.minimum(lines.starts, max(len(buf) - 1, 0))], 0)
     is_json = nonempty & (first == ord("{"))
-    blank = blank_mask(data, lines)
     if not is_json.any():
         return None
-    # blank lines join the run before them; a run is text when a non-blank line of it is not JSON
-    kind = np.where(blank, -1, is_json.astype(np.int8))
-    for i in range(1, len(kind)):
-        if kind[i] == -1:
-            kind[i] = kind[i - 1]
-    if kind[0] == -1:
-        kind[0] = 0
-    bounds = np.flatnonzero(np.diff(kind)) + 1
-    starts = [0, *bounds.tolist()]
-    ends = [*bounds.tolist(), len(kind)]
+    bounds = [0, *(np.flatnonzero(np.diff(is_json.astype(np.int8))) + 1).tolist(), len(is_json)]
     runs = []
-    for k, (a, b) in enumerate(zip(starts, ends, strict=True)):
-        end = int(lines.starts[b]) if b < len(kind) else lines.consumed
-        runs.append((int(lines.starts[a]), end, bool(kind[a] == 1), k == len(starts) - 1))
+    for a, b in itertools.pairwise(bounds):
+        end = int(lines.starts[b]) if b < len(is_json) else lines.consumed
+        runs.append(_Run(int(lines.starts[a]), end, bool(is_json[a]), b - a))
     return runs
-
-
-def _with_marker_state(batch: pa.RecordBatch, state: dict) -> pa.RecordBatch:
-    """JSON lines after a marker line belong to that actor/task too (their own keys win)."""
-    filled = {name: pc.fill_null(batch.column(name), state[name])
-              for name in ("role", "job") if state.get(name) is not None and batch.num_rows}
-    return replace_columns(batch, filled) if filled else batch
 
 
 PARSERS = {"ray": parse_ray}
