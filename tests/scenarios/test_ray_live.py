@@ -58,4 +58,18 @@ def test_live_ray_verdict(live, path, tmp_path):
     scenario, host = live
     result = triage_raw(scenario) if path == "raw" else triage_archive(scenario, tmp_path)
     verdict = judge(_expected(scenario, host), result)
-    assert all(verdict.values()), (verdict, result["verdict"])
+    assert all(verdict.values()), _explain(verdict, result)
+
+
+def _explain(marks: dict, result: dict) -> str:
+    """What a failing live run needs to be understood afterwards: the verdict's decisive record
+    (which line of which file) and the first error of each leading template."""
+    verdict = result["verdict"]
+    decisive = verdict.get("decisive") or {}
+    lines = [f"marks {marks}", f"verdict {verdict['summary']!r}, ranks {verdict['ranks']}, hosts {verdict['hosts']}",
+             f"decisive {decisive.get('source')}@{decisive.get('offset')}: {(decisive.get('msg') or '')[:300]!r}"]
+    for template in result["evidence"]["templates"][:5]:
+        first = template["first"]
+        lines.append(f"  {first['ts']} {template['category']} ranks={template['ranks']} hosts={template['hosts']} "
+                     f"{template['template'][:160]!r}")
+    return "\n".join(lines)
