@@ -3,7 +3,7 @@
 On the training node (the training image: torch CPU + Ray + bindfs), user `alice` (not in any
 ranklog group) runs, with `umask 077`:
 
-- a 2-rank DDP job under `torchrun --redirects 3 --log-dir ~/torchrun` (gloo): torchrun makes its
+- a 2-rank DDP job under `torchrun --max-restarts 1 --redirects 3 --log-dir ~/torchrun` (gloo): torchrun makes its
   run directory with `mkdtemp` (0700) inside alice's 0700 home, files are 0600;
 - a Ray job (tasks and an actor): `/tmp/ray/session_*` is alice's, its log files 0600.
 
@@ -86,7 +86,10 @@ def jobs_ran(cluster: Cluster, converged) -> dict[str, dict]:
         docker("cp", str(JOBS / script), f"{node}:/usr/local/share/{script}")
     docker("exec", node, "chmod", "0644", "/usr/local/share/ddp_train.py", "/usr/local/share/ray_job.py")
     _as_user(cluster, "chmod 0700 ~")  # a private home, as on many clusters
-    _as_user(cluster, f"/opt/train/bin/torchrun --nnodes 1 --nproc-per-node 2 --redirects 3 "
+    # --max-restarts 1: gloo's rendezvous on a loaded 2-core host once aborted a rank ("[c10d] The
+    # hostname of the client socket cannot be retrieved", SIGABRT); torchrun's own restart reruns the
+    # group as attempt_1 of the same run directory, and every file of both attempts must arrive.
+    _as_user(cluster, f"/opt/train/bin/torchrun --nnodes 1 --nproc-per-node 2 --max-restarts 1 --redirects 3 "
                       f"--log-dir {TORCHRUN_DIR} /usr/local/share/ddp_train.py")
     _as_user(cluster, "/opt/train/bin/python /usr/local/share/ray_job.py")
     files = json.loads(docker("exec", node, "python3", "-c", COLLECT, timeout=120))
