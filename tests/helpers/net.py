@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import time
+from pathlib import Path
+
+_HANDED_OUT: set[int] = set()  # never the same port twice from one test process
+_SPAN = 12000  # how many ports below the ephemeral range are drawn from
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on `host` right now (bind to port 0 and let the kernel choose)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    """A TCP port that is free on `host` right now, drawn at random *below* the kernel's ephemeral
+    range (``net.ipv4.ip_local_port_range``). ``bind(("", 0))`` answers from inside that range, where
+    any outgoing connection can take the port as its source port before the server binds it: a clean
+    run saw SeaweedFS's filer and a Prometheus both die of "address already in use" that way."""
+    low = _ephemeral_low()
+    candidates = range(max(1024, low - _SPAN), low)
+    for _ in range(200):
+        port = random.choice(candidates) if len(candidates) > 1 else 0
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            port = sock.getsockname()[1]
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port on {host} below {low} after 200 tries")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0, process=None) -> None:
