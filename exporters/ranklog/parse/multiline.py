@@ -226,14 +226,12 @@ class _Walker:
                 group.interrupted = True
             self.groups.append(Group(start=i, header=False, lines=[i], roles=["m"], nbytes=self.lengths[i]))
             return
-        previous = self.last_kind.get(stream)
-        if kind != Kind.BLANK:
-            self.last_kind[stream] = kind
-            if group is not None and group.interrupted:
-                group.interrupted = False
-                if not (kind in _CONTINUATION or (kind == Kind.OTHER and previous == Kind.INDENT)):
-                    self.close(stream)
-                    group = None
+        previous, self.last_kind[stream] = self.last_kind.get(stream), kind  # (blank lines returned above)
+        if group is not None and group.interrupted:
+            group.interrupted = False
+            if not (kind in _CONTINUATION or (kind == Kind.OTHER and previous == Kind.INDENT)):
+                self.close(stream)
+                group = None
         if kind in (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER):
             started = self._start(stream, i, header=kind != Kind.MARKER, marker=kind == Kind.MARKER)
             started.takes_traceback = kind == Kind.HEADER_ERROR

@@ -87,10 +87,15 @@ class _TextView:
         return cls(b"".join(parts), pieces, np.asarray(placeholders, dtype=np.int64))
 
     def data_offsets(self, positions: np.ndarray) -> np.ndarray:
-        at = np.asarray([p for p, _ in self.pieces], dtype=np.int64)
-        to = np.asarray([o for _, o in self.pieces], dtype=np.int64)
-        piece = np.searchsorted(at, positions, side="right") - 1
-        return positions - at[piece] + to[piece]
+        return _in_data(positions, [p for p, _ in self.pieces], [o for _, o in self.pieces])[0]
+
+
+def _in_data(positions: np.ndarray, at: list[int], to: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in a buffer joined from pieces of the data (piece k starts at `at[k]` there and at
+    `to[k]` in the data): their offsets in the data, and which piece each is in."""
+    at_, to_ = np.asarray(at, dtype=np.int64), np.asarray(to, dtype=np.int64)
+    piece = np.searchsorted(at_, positions, side="right") - 1
+    return positions - at_[piece] + to_[piece], piece
 
 
 def _parse_mixed(data: bytes, base_offset: int, ctx: SourceContext, runs: list[_Run], *, final: bool,
@@ -134,11 +139,9 @@ def _placed_json(batch: pa.RecordBatch, runs: list[_Run], stand_ins: pa.RecordBa
                  base_offset: int) -> pa.RecordBatch:
     """JSON records parsed from the runs joined: their offsets in the file, and the role and job their
     run's placeholder got from the marker lines before it (the line's own keys win)."""
-    joined = np.cumsum([0, *(r.end - r.start for r in runs)])[:-1]
-    offsets = batch.column("offset").to_numpy()
-    which = np.searchsorted(joined, offsets, side="right") - 1
-    starts = np.asarray([r.start for r in runs], dtype=np.int64)
-    columns = {"offset": pa.array(offsets - joined[which] + starts[which] + base_offset, pa.int64())}
+    joined = np.cumsum([0, *(r.end - r.start for r in runs)])[:-1].tolist()
+    offsets, which = _in_data(batch.column("offset").to_numpy(), joined, [r.start for r in runs])
+    columns = {"offset": pa.array(offsets + base_offset, pa.int64())}
     if stand_ins is not None and stand_ins.num_rows:
         # every run before the cut has its placeholder record, in the same order
         take = pa.array(which, pa.int64())
