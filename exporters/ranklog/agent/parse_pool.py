@@ -16,7 +16,7 @@ Guarantees, unchanged by the workers:
   rest (kept here, below) with it (``ranklog_agent_parse_files_moved_total``): files come and go, so
   where a file was first placed says little about where the work is now;
 - bounded pieces: reads that waited for room are joined into pieces of at most ``piece_bytes``
-  (``read_chunk``), so a worker's parse stays in cache and its answers stream to the shipper;
+  (``read_chunk``), so a worker's answers stream to the shipper instead of coming as one block;
 - order and checkpoints: answers for a file arrive in the order its pieces were sent (one pipe per
   worker), become chunks in file order, and the checkpoint still moves only over acknowledged
   chunks;
@@ -108,7 +108,7 @@ def _spawn(options: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
 
 class ParsePool:
     def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
-                 training_metrics: list[str] | None = None, depth: int = 2, piece_bytes: int = 2_000_000,
+                 training_metrics: list[str] | None = None, depth: int = 2, piece_bytes: int = 8_000_000,
                  max_restarts: int = 5, restart_window: float = 60.0) -> None:
         self._options = {"compression": compression, "training_metrics": list(training_metrics or [])}
         self._metrics = metrics
@@ -247,9 +247,8 @@ class ParsePool:
 
     def _post_unsent(self, worker: _Worker, tf: TrackedFile) -> None:
         """Post the file's waiting reads, joined up to `piece_bytes` per piece while the worker has room;
-        a longer backlog stays here for the next room. Bounded pieces keep a worker's parse in cache
-        and its answers streaming to the shipper, instead of one block of everything read while it
-        was busy."""
+        a longer backlog stays here for the next room. Bounded pieces keep a worker's answers
+        streaming to the shipper, instead of one block of everything read while it was busy."""
         pieces, final = self._unsent.pop(tf.uid)
         tf.inflight -= 1  # _post counts it again
         offset = tf.read_offset - sum(len(piece) for piece in pieces)
