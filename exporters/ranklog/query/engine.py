@@ -24,6 +24,12 @@ Allocator: scans use jemalloc (the system allocator where pyarrow lacks it). pya
 mimalloc pool kept ~90 MB more resident on a streaming export of 600k records (272 vs 182 MiB peak),
 which is memory a query next to a training job should not take.
 
+Files replaced while a scan reads them: compaction (and retention) replace an hour's files by one
+holding the same rows and then delete the inputs (:mod:`ranklog.archive.replacement`), so a scan that
+listed the inputs before and opens them after finds one gone. Until its first batch went out, a scan
+lists again and starts over — the new listing shows the output (:func:`_relisting`); after that,
+starting over would send rows twice, so it fails saying why. Counts start over the same way.
+
 A raw log directory is parsed with the agent's parsers and filtered with the same expression, so both
 sources give identical answers for the same records. Its time order needs all matches in memory.
 """
@@ -31,10 +37,10 @@ sources give identical answers for the same records. Its time order needs all ma
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing, contextmanager
 from itertools import groupby
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..conform import conform
 from ..errors import UserError
@@ -56,6 +62,8 @@ COALESCE_ROWS = 8192
 READAHEAD_BATCHES = 2
 READAHEAD_FILES = 2
 CHUNK_FILES = 8
+RELIST_ATTEMPTS = 3  # listings a scan may take when files it listed were replaced before it opened them
+_Item = TypeVar("_Item")
 
 
 def use_lean_memory_pool() -> None:
@@ -252,6 +260,36 @@ def _coalesced(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
         yield run[0] if len(run) == 1 else pa.concat_tables(run)
 
 
+def _vanished(exc: BaseException) -> bool:
+    """A file listed for this scan was gone when opened (pyarrow: FileNotFoundError when it checks the
+    paths, an OSError with errno 2 / S3's NoSuchKey when it opens one later)."""
+    if isinstance(exc, FileNotFoundError):
+        return True
+    text = str(exc)
+    return isinstance(exc, OSError) and ("[errno 2]" in text.lower() or "NoSuchKey" in text)
+
+
+def _relisting(scan_once: Callable[[], Iterator[_Item]]) -> Iterator[_Item]:
+    """`scan_once()`'s batches; if a file it listed vanished before the first batch went out, list and
+    scan again (up to RELIST_ATTEMPTS listings)."""
+    for attempt in range(1, RELIST_ATTEMPTS + 1):
+        sent = False
+        try:
+            with closing(scan_once()) as batches:
+                for batch in batches:
+                    sent = True
+                    yield batch
+            return
+        except OSError as exc:
+            if not _vanished(exc):
+                raise
+            if sent or attempt == RELIST_ATTEMPTS:
+                raise FileNotFoundError(
+                    f"{getattr(exc, 'filename', None) or exc}: replaced by the archive's compaction or retention while "
+                    f"this query read its hour ({'after rows were sent' if sent else f'{attempt} listings'}); "
+                    "run the query again") from exc
+
+
 # -- raw log directory ------------------------------------------------------------------------------------
 def _scan_log_dir(source: Any, spec: QuerySpec, columns: list[str]) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
@@ -305,7 +343,10 @@ def scan(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> 
     if source.kind == "remote":
         yield from source.scan(spec, selected)
         return
-    inner = _scan_archive(source, spec, selected) if source.kind == "archive" else _scan_log_dir(source, spec, selected)
+    if source.kind == "archive":
+        inner = _relisting(lambda: _scan_archive(source, spec, selected))
+    else:
+        inner = _scan_log_dir(source, spec, selected)
     for batch in _limited(inner, spec.limit):
         yield batch.select(selected) if batch.schema.names != selected else batch
 
@@ -326,19 +367,24 @@ def count(source: Any, spec: QuerySpec) -> int:
     if source.kind == "remote":
         total = source.count(unlimited)
     elif source.kind == "archive" and not spec.attrs and not is_text_search(spec):
-        files = select_files(source, spec)
-        if not files:
-            total = 0
-        elif _partitions_needing_dedup(files):
-            total = sum(batch.num_rows for batch in scan(source, unlimited, DEDUP_KEY))
-        else:
-            runner = getattr(source, "runner", None)
-            total = (runner.count_rows if runner is not None else count_rows)(source, files, spec)
+        total = sum(_relisting(lambda: _count_archive(source, spec, unlimited)))
     else:
         # A search already holds the text columns after its first phase: counting them reads nothing more.
         counted = ["msg"] if is_text_search(spec) else ["ts"]
         total = sum(batch.num_rows for batch in scan(source, unlimited, counted))
     return total if spec.limit is None else min(total, spec.limit)
+
+
+def _count_archive(source: ArchiveSource, spec: QuerySpec, unlimited: QuerySpec) -> Iterator[int]:
+    """The archive's count as one value (an iterator, so that :func:`_relisting` can start it over)."""
+    files = select_files(source, spec)
+    if not files:
+        yield 0
+    elif _partitions_needing_dedup(files):
+        yield sum(batch.num_rows for batch in scan(source, unlimited, DEDUP_KEY))
+    else:
+        runner = getattr(source, "runner", None)
+        yield (runner.count_rows if runner is not None else count_rows)(source, files, spec)
 
 
 @contextmanager
