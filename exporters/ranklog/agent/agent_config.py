@@ -17,9 +17,11 @@ summary and IPC message has set-up costs (the JSON reader, the group-bys, a rege
 call) that more lines share. Measured on ranklog JSON, CPU-µs a line in one process (parse +
 summary + encode) at 2/4/8 MB: 1.80/1.79/1.59; the agent alone (bench_agent.py's sink, 2.4 M lines,
 medians of 3, two rounds): the reading-thread parse 527k–591k → 652k–678k lines/s, Python text
-959k–1,005k → 1,021k–1,134k, two workers on four files 811k–886k → 967k–1,004k. The cost: a
-reading thread that parses holds polls and acknowledgements for one parse (~0.1 s for 8 MB of
-JSON), only while it is behind.
+959k–1,005k → 1,021k–1,134k, two workers on four files 811k–886k → 967k–1,004k. The costs, only
+while the agent is behind: a reading thread that parses holds polls and acknowledgements for one
+parse (~0.1 s for 8 MB of JSON), and the working set of a bigger parse — peak RSS after two 2.4 M-line
+backlogs, 2 MB → 8 MB: the reading-thread agent 228 → 322 MiB; with two workers the agent 205 → 254
+MiB and each worker 135 → 224–244 MiB.
 
 Parsing runs in ``parse_workers`` worker processes (:mod:`.parse_pool`) when that is more than 1:
 by default one per CPU the agent may run on (its affinity mask and its cgroup's CPU quota, i.e.
