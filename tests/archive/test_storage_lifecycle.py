@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import time
 
@@ -138,6 +139,31 @@ def test_a_query_whose_files_compaction_replaced_after_it_listed_them_lists_agai
         assert engine.count(source, QuerySpec()) == table.num_rows
     assert len(listings) == 2 and len(listings[0]) == 2 and len(listings[1]) == 1
     assert not any(os.path.exists(path) for path in listings[0])
+
+
+def test_a_streaming_scan_that_already_sent_rows_fails_saying_its_hour_was_replaced(tmp_path):
+    """Past its first batch a scan cannot start over without sending rows twice: when compaction
+    replaces files it has yet to open, it fails with an error that says so (and to run it again)."""
+    from tests.helpers.corpus import generate
+
+    storage = Storage(str(tmp_path / "root"), "t1")
+    for hour, files in ((0, 8), (1, 2)):  # 10 files: the scan opens them in two chunks (CHUNK_FILES 8)
+        start = PAST_NS + hour * HOUR_NS
+        table = generate(400 * files, start_ns=start, span_s=3000, hosts=2, ranks_per_host=4, seed=14 + hour)
+        for part in range(files):
+            flushed = storage.new_file_path(start // HOUR_NS)
+            write_parquet(storage, table.slice(part * 400, 400), temp_name(flushed))
+            storage.rename(temp_name(flushed), flushed)
+    state = tmp_path / "state"
+    state.mkdir()
+    owner = HourOwner(storage, LocalLeaseStore(storage.base), 60.0, str(state))
+    batches = engine.scan(open_source(archive=str(tmp_path / "root")), QuerySpec(order=()))
+    assert next(batches).num_rows
+    assert compact(storage, owner, PAST_NS / 1e9 + 4 * 3600, delay=600, target=128 * 10**6) == 2
+    with pytest.raises(FileNotFoundError, match=re.escape("replaced by the archive's compaction or retention while "
+                                                          "this query read its hour (after rows were sent); run the "
+                                                          "query again")):
+        list(batches)
 
 
 def test_files_of_an_older_archive_with_ns_ts_are_read_and_compacted_to_microseconds(tmp_path):
