@@ -260,13 +260,11 @@ def _coalesced(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
         yield run[0] if len(run) == 1 else pa.concat_tables(run)
 
 
-def _vanished(exc: BaseException) -> bool:
+def _vanished(exc: OSError) -> bool:
     """A file listed for this scan was gone when opened (pyarrow: FileNotFoundError when it checks the
     paths, an OSError with errno 2 / S3's NoSuchKey when it opens one later)."""
-    if isinstance(exc, FileNotFoundError):
-        return True
     text = str(exc)
-    return isinstance(exc, OSError) and ("[errno 2]" in text.lower() or "NoSuchKey" in text)
+    return isinstance(exc, FileNotFoundError) or "[errno 2]" in text.lower() or "NoSuchKey" in text
 
 
 def _relisting(scan_once: Callable[[], Iterator[_Item]]) -> Iterator[_Item]:
