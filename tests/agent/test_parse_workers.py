@@ -359,3 +359,51 @@ def test_without_memfd_the_raw_bytes_go_through_the_pipe(tmp_path: Path, monkeyp
     finally:
         pool.close()
         tf.close()
+
+
+def _start_order(pids: list[int]) -> list[int]:
+    """`pids` in the order the processes started (the pool starts worker 0 first)."""
+    def started(pid: int) -> tuple[int, int]:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]), pid
+    return sorted(pids, key=started)
+
+
+def _seq_lines(path: Path, first: int, count: int, rank: int) -> None:
+    with path.open("a") as out:
+        out.writelines(f'{{"ts":"2026-12-02T12:00:00.{i % 1_000_000:06d}Z","level":"INFO","msg":"record {i} '
+                       f'{"x" * 120}","rank":{rank},"seq":{i}}}\n' for i in range(first, first + count))
+
+
+def test_a_stalled_worker_does_not_take_the_budget_from_the_other_files(tmp_path: Path, token_file: Path) -> None:
+    """Worker 0 stops (SIGSTOP: a worker far behind) while its file keeps growing: once half the
+    in-flight budget is used, that file is read no further than one waiting piece, so the other file
+    — parsed by worker 1 — is shipped in full meanwhile; without the rule the stalled file's reads
+    fill the whole budget and reading stops for every file. Once the worker goes on, every record
+    of both files arrives exactly once."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    stalled, other = logs / "a.jsonl", logs / "b.jsonl"
+    _seq_lines(stalled, 0, 100, rank=0)
+    with scripted_archive() as archive, running_agent(
+            [archive.url], token_file, tmp_path / "state", sources=[f"{logs}/*.jsonl:ranklog"],
+            extra_args=["--parse-workers", "2", "--read-chunk", "64KB", "--max-unacked-bytes", "1MB"]) as agent:
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 100, timeout=60)
+        scrape = agent.scrape()
+        assert scrape.value("ranklog_agent_parse_worker_busy_seconds_total", worker="0") > 0
+        assert scrape.value("ranklog_agent_parse_worker_busy_seconds_total", worker="1") == 0  # a.jsonl is worker 0's
+        first_worker = _start_order(_parse_workers_of(agent.proc.pid))[0]
+        os.kill(first_worker, signal.SIGSTOP)
+        try:
+            _seq_lines(stalled, 100, 30_000, rank=0)  # ~5 MB: five times the budget
+            _seq_lines(other, 1_000_000, 20_000, rank=1)  # ~3 MB
+            agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 100 + 20_000, timeout=60,
+                           what="b.jsonl shipped while worker 0 is stopped")
+            shipped = pa.concat_tables(archive.tables)
+            assert set(shipped.column("rank").to_pylist()) <= {0, 1}
+            assert shipped.filter(pa.compute.equal(shipped["rank"], 1)).num_rows == 20_000
+            assert agent.scrape().value("ranklog_agent_reading_paused") == 0  # a.jsonl keeps below the cap
+        finally:
+            os.kill(first_worker, signal.SIGCONT)
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 100 + 30_000 + 20_000, timeout=60)
+    table = pa.concat_tables(archive.tables)
+    assert_exactly_once(table, set(range(30_100)) | set(range(1_000_000, 1_020_000)))

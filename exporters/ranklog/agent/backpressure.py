@@ -29,6 +29,11 @@ class InflightBudget:
     def inflight(self) -> int:
         return self._bytes
 
+    @property
+    def tight(self) -> bool:
+        """Half the budget is used: what is left goes where it is needed first (see parse_pool)."""
+        return self._bytes >= self.limit / 2
+
     def may_read(self) -> bool:
         """Whether reading may go on; updates ranklog_agent_reading_paused."""
         paused = self._bytes >= self.limit

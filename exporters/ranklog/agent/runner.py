@@ -100,6 +100,8 @@ class Agent:
         for tf in files[self._turn:] + files[:self._turn]:
             if not self.budget.may_read():
                 break
+            if pool is not None and self.budget.tight and pool.waiting_piece(tf):
+                continue  # its worker is behind: the budget left goes to the others
             started = time.perf_counter()
             outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now, parse_here=pool is None)
             if outcome.truncated:
