@@ -33,9 +33,10 @@ files of N/4 (a node's ranks), N = ``--scaling-lines`` (2.4 M by default: a run 
 work no throughput figure is about — files found, the first pieces parsed, the last acknowledgement
 seen by a 50 ms poll — which took ~0.15 s per run, two fifths of a 300k-line run with 2 workers; at
 2.4 M lines a 2-worker run lasts ~2.6 s). Both agents (1 and 2 workers, each with its sink) are up
-throughout and their runs alternate, as the side-by-side rows do, so the VM's drift hits both. A file is parsed by one worker, in order (its pending multi-line
-record and parser state flow from piece to piece), so one file alone gains from the overlap of
-reading, parsing and shipping only; several files are parsed side by side. Beside it, what the
+throughout and their runs alternate, as the side-by-side rows do, so the VM's drift hits both. A
+file is parsed by one worker, in order (its pending multi-line record and parser state flow from
+piece to piece), so one file alone gains from the overlap of reading, parsing and shipping only;
+several files are parsed side by side. Beside it, what the
 machine gives any two processes: two bare parse loops at once against one (no agent, nothing
 shared) — the ceiling of a 2-worker speed-up on this VM, whatever the program.
 

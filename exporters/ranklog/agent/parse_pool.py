@@ -29,7 +29,7 @@ Guarantees, unchanged by the workers:
   budget is half used does a file with a whole piece already waiting (:meth:`ParsePool.waiting_piece`)
   stop being read until its worker takes that piece: the rest of the budget then goes to files
   whose workers are running dry, instead of piling up behind one busy worker while the other
-  idles (measured, 4 files, 2 workers, 2.4 M lines: workers busy 0.76–0.97 → 0.92–0.97 of a run);
+  idles (measured, 4 files, 2 workers, 2.4 M lines: workers busy 0.73–0.97 → 0.91–0.97 of a run);
 - a worker that dies is replaced: the bytes it held (sent and not yet parsed) are kept here until
   they are parsed, so they go again to the new worker — even for a file rotated away or truncated
   since — and nothing is lost or parsed twice. A worker that keeps dying (``max_restarts`` within
