@@ -3,6 +3,7 @@ lost or doubled when a worker is killed, and a clear error for a bad setting."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -408,3 +409,49 @@ def test_a_stalled_worker_does_not_take_the_budget_from_the_other_files(tmp_path
         agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 100 + 30_000 + 20_000, timeout=60)
     table = pa.concat_tables(archive.tables)
     assert_exactly_once(table, set(range(30_100)) | set(range(1_000_000, 1_020_000)))
+
+
+def test_a_worker_answers_in_order_while_parsing_ahead_and_answers_what_it_parsed_before_an_error(
+        tmp_path: Path) -> None:
+    """A real worker process, fed through its pipe: the summary and the IPC message of a piece are made
+    in its answering thread while the next piece is parsed, and the answers still come in the order of
+    the pieces, each with its own rows, summary and parser state; a piece that cannot be parsed (bytes
+    that do not follow the file's last ones) ends the worker with an error frame only after the
+    pieces before it were answered, so the agent hands just the unanswered bytes to the next worker."""
+    from ranklog.agent.parse_pool import _spawn
+    from ranklog.agent.parse_worker import read_frame, write_frame
+
+    path = tmp_path / "rank-0.jsonl"
+    _seq_lines(path, 0, 3000, rank=0)
+    data = path.read_bytes()
+    cuts = [0, *(data.index(b"\n", size) + 1 for size in (60_000, 200_000, 300_000)), len(data)]
+    ctx = {"source": str(path), "source_id": "s", "format": "ranklog", "host": "node1", "ip": "127.0.0.1",
+           "fields": {}, "state": {}, "options": {}}
+    worker = _spawn('{"compression": "lz4", "training_metrics": []}')
+    try:
+        for number, (start, end) in enumerate(itertools.pairwise(cuts)):
+            header = {"op": "parse", "file": 7, "offset": start, "final": end == len(data), "path": str(path),
+                      "mtime_ns": None, "read_time_ns": time.time_ns(), **({"ctx": ctx, "parse_offset": 0}
+                                                                           if number == 0 else {})}
+            write_frame(worker.stdin, header, data[start:end])
+        write_frame(worker.stdin, {"op": "parse", "file": 7, "offset": 1, "final": True, "path": str(path),
+                                   "mtime_ns": None, "read_time_ns": time.time_ns()}, b"{}\n")
+        worker.stdin.close()
+        answers = [read_frame(worker.stdout) for _ in range(len(cuts))]
+        assert worker.wait(timeout=60) == 1
+    finally:
+        worker.kill()
+        worker.wait()
+    *parsed, (failure, _) = answers
+    assert "do not follow" in failure["error"]
+    assert [header["start"] for header, _ in parsed] == cuts[:-1]
+    assert [header["consumed"] for header, _ in parsed] == [b - a for a, b in itertools.pairwise(cuts)]
+    for header, _ in parsed:
+        assert sum(count for *_, count, _ in header["summary"].records) == header["rows"] > 0
+        assert header["busy"] > 0
+    from ranklog.agent.ship import assemble
+    from ranklog.record import arrow_schema
+
+    table = pa.ipc.open_stream(assemble(arrow_schema(), [body for _, body in parsed])).read_all()
+    assert table.column("seq").to_pylist() == list(range(3000))
+    assert table.column("offset").to_pylist() == [0, *(i + 1 for i, byte in enumerate(data[:-1]) if byte == 10)]
