@@ -79,8 +79,8 @@ def allowed_cpus(cgroup_root: str = "/sys/fs/cgroup") -> int:
 
 def default_parse_workers() -> int:
     """One worker per allowed CPU beyond the one the reading/shipping process needs, at most 4; 1 (the
-    reading thread parses) on 2 CPUs or fewer: there a second worker gains nothing on one hot file
-    (bench_agent.py, agent alone: 1.00–1.26×) and 1.4–1.7× on four only by taking both cores, which
+    reading thread parses) on 2 CPUs or fewer: there a second worker gains little on one hot file
+    (bench_agent.py, agent alone: 1.08–1.10×) and 1.5–1.7× on four only by taking both cores, which
     a node's own work (or the archive beside it) needs."""
     return max(1, min(allowed_cpus() - 1, MAX_DEFAULT_PARSE_WORKERS))
 

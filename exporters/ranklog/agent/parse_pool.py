@@ -3,7 +3,8 @@
 Why processes: the parsers' Python parts hold the GIL, so parse threads did not run faster than one
 (measured: 0.9–1.3× with two threads on two cores); a process per worker does. A worker does all
 the per-line work of a piece — parse, the metrics summary, the compressed Arrow IPC message the
-request will carry — so the main process only reads, applies summaries and joins messages. What
+request will carry, the last two in a thread of its own beside the next parse — so the main process
+only reads, applies summaries and joins messages. What
 flows is raw bytes one way, through a slot of shared memory (:mod:`.piece_arena`; the pipe carries
 the slot number), and the (lz4-compressed, ~64 bytes a line) message back through the pipe.
 
