@@ -110,8 +110,8 @@ class _Answers:
     """The worker's answers: each parsed piece's metrics summary and IPC message, made and written in a
     thread of its own, in the order the pieces were parsed, while the parse thread goes on with the
     next piece. At most one parsed batch waits for it (``put`` blocks), so a worker holds at most
-three pieces' batches (measured peak RSS per worker after two 2.4 M-line backlogs: 209–223 MiB
-without this thread, 234–242 MiB with it)."""
+    three pieces' batches (measured peak RSS per worker after two 2.4 M-line backlogs: 209–223 MiB
+    without this thread, 234–242 MiB with it)."""
 
     def __init__(self, out: BinaryIO, summarizer, schema, compression: str) -> None:
         self._out, self._summarizer, self._schema, self._compression = out, summarizer, schema, compression
