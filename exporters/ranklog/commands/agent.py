@@ -56,9 +56,11 @@ def main(args: argparse.Namespace) -> int:
     service_logging.configure(cfg.log_level, cfg.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
+    from ..agent import huge_pages
     from ..agent.runner import Agent
 
     _raise_open_files_limit()
+    huge_pages.disable()  # before the first piece is read; the parse workers inherit it
 
     try:
         agent = Agent(cfg)
