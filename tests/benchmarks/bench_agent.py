@@ -235,8 +235,10 @@ def measure_side_by_side(plan: list[str], lines: int, workdir: Path, token: Path
     drift in the machine's speed hits both peers alike. Before them, one full-size run per workload and
     peer that the medians leave out (`cold`, reported on its own line): a process's first burst is
     not its throughput — measured, the agent's first 300k JSON lines beside a fresh archive cost 5.8
-    CPU-µs a line (1.2 s of it in the kernel) and the archive's 4.3, against ~2.0 and ~0.6 from the
-    second run on, where rsyslog's first run is like its others."""
+    CPU-µs a line (1.2 s of it in the kernel, zeroing huge pages) and the archive's 4.3, against ~2.0
+    and ~0.6 from the second run on; without huge pages (:mod:`ranklog.agent.huge_pages`) the agent's
+    first run still costs 1.90–2.23 against 1.77–2.00, the archive's 1.93–2.73 against ~0.7. rsyslog's
+    first run is like its others."""
     agent_runs, rsyslog_runs, cold = [], [], {}
     with pipeline(workdir / "agent", token, "archive") as pipe, \
             rsyslog_pipeline(workdir / "rsyslog") as (rsyslog, rsyslog_pids):
