@@ -130,5 +130,7 @@ def test_unit_hardening(hosts, name, unit) -> None:
     for key in ("CapEff", "CapAmb", "CapBnd"):
         assert fields[key].strip() == cap_mask, (key, fields[key])
     assert fields["NoNewPrivs"].strip() == "1"
+    if unit == "ranklog-agent.service":  # its prctl passes the unit's system call filter (agent/huge_pages.py)
+        assert fields["THP_enabled"].strip() == "0"
     uid = fields["Uid"].split()[0]
     assert uid != "0", f"{unit} runs as root"
