@@ -29,26 +29,17 @@ PR_SET_THP_DISABLE = 41
 log = logging.getLogger("ranklog.agent")
 
 
-def _prctl():
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
 def disable() -> bool:
     """Turn THP off for this process and the processes it starts; False (logged) where it cannot."""
-    prctl = _prctl()
-    if prctl is None:
+    if not sys.platform.startswith("linux"):
         log.info("transparent huge pages left as they are: prctl is Linux-only (%s)", sys.platform)
         return False
+    prctl = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
     if prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
         errno = ctypes.get_errno()
         log.info("transparent huge pages left on: prctl(PR_SET_THP_DISABLE) failed: [Errno %d] %s",
                  errno, os.strerror(errno))
         return False
     return True
-
