@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.scripted_archive import scripted_archive
-from tests.agent.test_parse_workers import _parse_workers_of
-from tests.helpers.agent_proc import running_agent
+from tests.helpers.agent_proc import parse_worker_pids, running_agent
 
 
 def _thp_enabled(pid: int) -> str:
@@ -29,7 +28,7 @@ def test_the_agent_and_its_parse_workers_run_without_transparent_huge_pages(tmp_
             extra_args=["--parse-workers", "2"]) as agent:
         agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 1, what="the record shipped")
         deadline = time.monotonic() + 30
-        while len(workers := _parse_workers_of(agent.proc.pid)) < 2 and time.monotonic() < deadline:
+        while len(workers := parse_worker_pids(agent.proc.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(workers) == 2
         assert [_thp_enabled(pid) for pid in (agent.proc.pid, *workers)] == ["0", "0", "0"]

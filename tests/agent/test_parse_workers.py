@@ -20,7 +20,7 @@ from ranklog.errors import ConfigError
 from tests.agent.conftest import assert_exactly_once, finish, start_writer, wait_archived
 from tests.agent.scripted_archive import scripted_archive
 from tests.agent.test_config_discover import _cfg
-from tests.helpers.agent_proc import running_agent
+from tests.helpers.agent_proc import parse_worker_pids, running_agent
 from tests.helpers.procs import REPO
 
 SCENARIOS = REPO / "tests" / "scenarios"
@@ -100,22 +100,6 @@ def test_records_are_identical_with_one_and_three_parse_workers(tmp_path: Path, 
     assert inline_metrics == pooled_metrics
 
 
-def _parse_workers_of(agent_pid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == agent_pid and b"ranklog.agent.parse_worker" in cmdline:
-            pids.append(int(entry))
-    return pids
-
-
 @pytest.mark.slow
 def test_killed_parse_workers_are_replaced_and_nothing_is_lost_or_doubled(tmp_path: Path, token_file: Path,
                                                                            archive) -> None:
@@ -128,7 +112,7 @@ def test_killed_parse_workers_are_replaced_and_nothing_is_lost_or_doubled(tmp_pa
         agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") > 1000, timeout=60)
         killed = 0
         for _ in range(3):
-            workers = _parse_workers_of(agent.proc.pid)
+            workers = parse_worker_pids(agent.proc.pid)
             assert len(workers) == 2, workers
             os.kill(random.choice(workers), signal.SIGKILL)
             killed += 1
@@ -136,7 +120,7 @@ def test_killed_parse_workers_are_replaced_and_nothing_is_lost_or_doubled(tmp_pa
         finish(writer)
         scrape = agent.wait_idle(timeout=120)
         assert scrape.value("ranklog_agent_parse_worker_restarts_total") == killed
-        assert len(_parse_workers_of(agent.proc.pid)) == 2
+        assert len(parse_worker_pids(agent.proc.pid)) == 2
         assert "parse worker" in agent.log() and "died" in agent.log()
     table = wait_archived(archive.root, lines)
     assert_exactly_once(table, set(range(lines)))
@@ -393,7 +377,7 @@ def test_a_stalled_worker_does_not_take_the_budget_from_the_other_files(tmp_path
         scrape = agent.scrape()
         assert scrape.value("ranklog_agent_parse_worker_busy_seconds_total", worker="0") > 0
         assert scrape.value("ranklog_agent_parse_worker_busy_seconds_total", worker="1") == 0  # a.jsonl is worker 0's
-        first_worker = _start_order(_parse_workers_of(agent.proc.pid))[0]
+        first_worker = _start_order(parse_worker_pids(agent.proc.pid))[0]
         os.kill(first_worker, signal.SIGSTOP)
         try:
             _seq_lines(stalled, 100, 30_000, rank=0)  # ~5 MB: five times the budget

@@ -12,6 +12,7 @@ sends SIGKILL, ``stop()`` SIGTERM) and ``restart()`` it with the same arguments.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -25,6 +26,23 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers.net import free_port, wait_for_port
 from tests.helpers.procs import ranklog_cmd, spawn, stop
+
+
+def parse_worker_pids(agent_pid: int) -> list[int]:
+    """The parse worker processes (``parse_workers`` > 1) of the agent with this pid."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == agent_pid and b"ranklog.agent.parse_worker" in cmdline:
+            pids.append(int(entry))
+    return pids
 
 
 class Scrape:
