@@ -188,6 +188,13 @@ def _unexpected_duplicates(_: Thresholds) -> tuple[list[Scenario], list[Scenario
         ("only the agent's own re-sends were duplicates (counter stays 0)", "one an hour ago, none since"))
 
 
+def _parse_worker_restarted(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    return _counter_moved(
+        f'ranklog_agent_parse_worker_restarts_total{{{_labels(instance=NODE1, job=AGENT_JOB)}}}', {},
+        ("a parse worker was killed (OOM) and replaced", "a worker died before the restarted agent's first scrape (series born at 1)"),
+        ("no worker ever died", "a worker died an hour ago, none since"))
+
+
 def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     rejected = "ranklog_archive_rejected_requests_total"
     unauthorized = f'{rejected}{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, reason="unauthorized")}}}'
@@ -230,6 +237,7 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
         "RanklogShippingBacklogGrowing": _backlog, "RanklogOldestUnshippedTooOld": _oldest,
         "RanklogAgentUnreadablePaths": _unreadable, "RanklogAgentRecordsLost": _records_lost,
         "RanklogAgentUnexpectedDuplicates": _unexpected_duplicates,
+        "RanklogAgentParseWorkerRestarted": _parse_worker_restarted,
         "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,
         "RanklogRetentionNotRunning": _retention,
     }

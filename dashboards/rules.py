@@ -74,6 +74,7 @@ class Thresholds:
     unreadable_paths_for: str = "10m"  # a path the agent cannot read for this long (not a passing race)
     lost_records_window: str = "30m"  # an agent gave up on a record within this window: alert at once
     unexpected_duplicates_window: str = "30m"  # an archive claimed records the agent never sent: alert at once
+    parse_worker_restarts_window: str = "30m"  # a parse worker of an agent died within this window: alert at once
     rejected_requests: int = 0  # more than this many refused requests within the window
     rejected_window: str = "10m"
     rejected_for: str = "2m"
@@ -276,6 +277,15 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"{{{{ $labels.instance }}}} as duplicates although its agent had never sent them: another client "
               f"wrote under this node's keys (a shared token, a forged source_id) and these records were not "
               f"stored. The agent's log names the sources.", "ranklog-agent.rules"),
+        Alert("RanklogAgentParseWorkerRestarted",
+              f"sum by (instance, job) ({new_or_increase(f'ranklog_agent_parse_worker_restarts_total{{{agent}}}', t.parse_worker_restarts_window)}) > 0",
+              "0m", "warning", "agent",
+              "A parse worker of the ranklog agent on {{ $labels.instance }} died",
+              f"Within {t.parse_worker_restarts_window} a parse worker process of the ranklog agent on node "
+              f"{{{{ $labels.instance }}}} died and was replaced; the bytes it held were parsed by its "
+              f"replacement, so no record was lost or duplicated. A worker that keeps dying stops the agent "
+              f"(RanklogAgentDown follows). The agent's log has the worker's traceback or exit status.",
+              "ranklog-agent.rules"),
         Alert("RanklogArchiveDown", f"up{{{archive}}} == 0", t.archive_down_for, "critical", "archive",
               "ranklog archive {{ $labels.instance }} is down",
               "Prometheus cannot scrape the ranklog archive {{ $labels.instance }}: agents buffer in their "

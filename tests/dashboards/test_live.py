@@ -5,13 +5,16 @@ One module-scoped stack (about a minute): a live archive and agent read a script
 failures and the archive's rejections are real, then the token is fixed. Prometheus scrapes both
 every second with the generated scrape layout and evaluates the generated rules (thresholds
 lowered through ``python -m dashboards.rules --set``); Alertmanager delivers to a webhook run here.
+The agent parses in two worker processes, and one of them is killed once the job failed.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,7 +35,7 @@ from dashboards.queries import (
 )
 from tests.dashboards.live_stack import running_alertmanager, running_prometheus, running_webhook
 from tests.dashboards.scenario import FAILING_RANK, HOST, JOB, RANKS, FailingJob
-from tests.helpers.agent_proc import Scrape, running_agent
+from tests.helpers.agent_proc import Scrape, parse_worker_pids, running_agent
 from tests.helpers.archive_proc import running_archive
 
 pytestmark = [
@@ -49,9 +52,11 @@ LOWERED = {
     "progress_resolution": "3s", "step_time_window": "20s", "stall_lookback": "5m",
     "throughput_baseline": "20s", "silent_after": "30s", "others_fresh_within": "10s",
     "backlog_growth_window": "10s", "rejected_window": f"{WINDOW}s", "rejected_for": "0s",
+    "parse_worker_restarts_window": f"{WINDOW}s",
 }
 SIGNATURE_ALERTS = {"RanklogCudaOutOfMemory", "RanklogNcclTimeout"}
-WANTED_ALERTS = SIGNATURE_ALERTS | {"RanklogErrorBurst", "RanklogArchiveRejectingIngest"}
+NODE_ALERTS = {"RanklogArchiveRejectingIngest", "RanklogAgentParseWorkerRestarted"}  # no rank in them
+WANTED_ALERTS = SIGNATURE_ALERTS | NODE_ALERTS | {"RanklogErrorBurst"}
 # Panel queries allowed to return no data in this scenario, and why.
 EXPECTED_EMPTY = {
     ("pipeline.json", "Parse errors and lost bytes", "B"):
@@ -89,7 +94,7 @@ def live(tmp_path_factory):
     with running_webhook() as webhook, running_alertmanager(tmp / "am", webhook.url) as am, \
             running_archive(tmp / "archive", tmp / "archive.tokens") as archive, \
             running_agent([archive.url], agent_token, tmp / "agent-state", sources=[f"{tmp / 'logs'}/*.log:ranklog"],
-                          extra_args=["--unauthorized-retry", "1s", "--host", HOST]) as agent:
+                          extra_args=["--unauthorized-retry", "1s", "--host", HOST, "--parse-workers", "2"]) as agent:
         job.start()
         try:
             agent_target = f"127.0.0.1:{agent.metrics_port}"
@@ -105,6 +110,7 @@ def live(tmp_path_factory):
                 agent_token.write_text(token + "\n")
                 job.fail()
                 agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") > 0, 30, "records shipped")
+                os.kill(parse_worker_pids(agent.proc.pid)[0], signal.SIGKILL)
                 wait_until(lambda: {a["labels"]["alertname"] for a in webhook.alerts()} >= WANTED_ALERTS, 60,
                            f"webhook notified of {sorted(WANTED_ALERTS)} (log: {prom.log_path})")
                 yield SimpleNamespace(prom=prom, webhook=webhook, agent=agent, archive=archive,
@@ -203,9 +209,19 @@ def test_archive_rejections_of_the_wrong_token_fired(live):
     assert {(a["instance"], a["reason"]) for a in fired} >= {(live.archive_target, "unauthorized")}
 
 
+def test_a_killed_parse_worker_fired_its_alert_and_was_replaced(live):
+    fired = _fired(live, "RanklogAgentParseWorkerRestarted")
+    assert [(a["instance"], a["severity"]) for a in fired] == [(live.agent_target, "warning")]
+    assert live.agent.scrape().value("ranklog_agent_parse_worker_restarts_total") == 1
+    assert len(parse_worker_pids(live.agent.proc.pid)) == 2
+    delivered = {a["labels"]["alertname"]: a for a in live.webhook.alerts()}["RanklogAgentParseWorkerRestarted"]
+    assert live.agent_target in delivered["annotations"]["description"]
+    assert delivered["annotations"]["runbook_url"].endswith("#ranklogagentparseworkerrestarted")
+
+
 def test_alertmanager_delivers_with_summary_and_runbook(live):
     delivered = {a["labels"]["alertname"]: a for a in live.webhook.alerts()}
-    for name in WANTED_ALERTS - {"RanklogArchiveRejectingIngest"}:
+    for name in WANTED_ALERTS - NODE_ALERTS:
         alert = delivered[name]
         assert alert["status"] == "firing"
         assert f"rank {alert['labels']['rank']}" in alert["annotations"]["summary"]
