@@ -13,9 +13,9 @@ enough that the fill and drain of the agent's pipeline, which no throughput figu
 small part of it: its first acknowledgement comes ~100 ms after the rename (the first 8 MB piece
 read, parsed, sent, written to the archive's WAL) and the last 40–60 ms after the last read, ~0.1 s
 of a 300k-line JSON run of ~0.55 s (JSON lines/s measured at 300k / 600k / 1.2M lines a run, 5 runs
-each: agent 518,909 / 574,830 / 625,606–654,332, rsyslog 296,174 / 294,638 / 275,689–331,542). rsyslog's own figures vary widely between runs on a
-2-core VM (measured alone, nine runs in a row: 179k–331k JSON lines/s, 3.0–6.8 CPU-µs per line), so
-read the ratios over several bench runs:
+each: agent 518,909 / 574,830 / 625,606–654,332, rsyslog 296,174 / 294,638 / 275,689–331,542).
+rsyslog's own figures vary widely between runs on a 2-core VM (measured alone, nine runs in a row:
+179k–331k JSON lines/s, 3.0–6.8 CPU-µs per line), so read the ratios over several bench runs:
 
 - agent: ``ranklog agent`` (its default ``parse_workers``: 1 on 2 CPUs, see agent_config) → ``ranklog
   archive`` (real processes); done when the agent's ``ranklog_agent_records_shipped_total`` (records
