@@ -47,6 +47,8 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_metric_label_overflow_total", "counter", "Label values folded into 'other' by the cardinality budget.", ("label",), "run"),
     # Agent pipeline.
     MetricSpec("ranklog_agent_bytes_read_total", "counter", "Bytes read from log files."),
+    MetricSpec("ranklog_agent_reads_total", "counter",
+               "Reads of log files that got bytes (bytes read / reads: what one parse, summary and encoding share)."),
     MetricSpec("ranklog_agent_records_shipped_total", "counter", "Records acknowledged by an archive."),
     MetricSpec("ranklog_agent_ship_failures_total", "counter", "Failed shipping attempts, by reason.", ("reason",)),
     MetricSpec("ranklog_agent_backlog_bytes", "gauge", "Bytes written to tracked files and not yet acknowledged."),

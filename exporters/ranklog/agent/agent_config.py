@@ -23,6 +23,17 @@ parse (~0.1 s for 8 MB of JSON), and the working set of a bigger parse — peak 
 backlogs, 2 MB → 8 MB: the reading-thread agent 228 → 322 MiB; with two workers the agent 205 → 254
 MiB and each worker 135 → 224–244 MiB.
 
+A file being written is read again only ``tail_interval`` (250 ms) after a read reached its end
+(:meth:`.tracked_file.TrackedFile.rest_after`). Python logging writes every record with a write of
+its own, so a rank logging steadily gave the agent a line or two at each read, and each read pays
+the set-up costs of a parse, a metrics summary and an encoding (~1–2 ms together): measured with
+``tests/benchmarks/bench_trickle.py`` (8 files, one write a line, 2,000 lines/s in all), reading at
+every write took 1.32 cores (675 CPU-µs a line, ~50 reads a file a second); with 250 ms, 0.12 cores
+(61 µs, 4 reads a file a second). A lone line after a quiet spell is still read at once (an empty
+read does not rest a file), and a backlog or a file written before the agent saw it is read straight
+to its end, so only a trickle's second and later lines wait, at most ``tail_interval`` on top of the
+batch latency.
+
 Parsing runs in ``parse_workers`` worker processes (:mod:`.parse_pool`) when that is more than 1:
 by default one per CPU the agent may run on (its affinity mask and its cgroup's CPU quota, i.e.
 systemd's ``CPUAffinity=`` and ``CPUQuota=``) beyond the one its reading and shipping need, at most 4
@@ -160,6 +171,8 @@ class AgentConfig:
     read_chunk: int = field(default=8_000_000, metadata={"unit": "size", "help": "bytes read from one file per turn"})
     max_unacked_bytes: int = field(default=64_000_000, metadata={"unit": "size", "help": "pause reading above this"})
     poll_interval: float = field(default=0.25, metadata={"unit": "duration", "help": "discovery/stat poll period"})
+    tail_interval: float = field(default=0.25, metadata={
+        "unit": "duration", "help": "read a file being written again this long after a read reached its end (0: at once)"})
     idle_final: float = field(default=0.5, metadata={"unit": "duration", "help": "flush a pending record after this quiet time"})
     rotate_grace: float = field(default=2.0, metadata={"unit": "duration", "help": "keep a rotated file this long after EOF"})
     checkpoint_interval: float = field(default=0.5, metadata={"unit": "duration", "help": "max checkpoint write rate"})

@@ -102,14 +102,18 @@ class Agent:
                 break
             if pool is not None and self.budget.tight and pool.waiting_piece(tf):
                 continue  # its worker is behind: the budget left goes to the others
+            if tf.resting(now):
+                continue
             started = time.perf_counter()
             outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now, parse_here=pool is None)
+            tf.rest_after(outcome.nread, self.cfg.read_chunk, now, self.cfg.tail_interval)
             if outcome.truncated:
                 self._submit_all(self.tracker.truncated(tf))
                 worked = True
                 continue
             if outcome.nread:
                 self.metrics.agent_bytes_read.inc(outcome.nread)
+                self.metrics.agent_reads.inc()
             if outcome.raw is not None:
                 # counted when read: a slow or cold worker must not stop reading (a copytruncate copy
                 # is overwritten at the next rotation); the in-flight budget bounds what waits for it
