@@ -105,3 +105,43 @@ def test_observer_thread_observes_in_order_and_drains_on_stop() -> None:
     worker.stop()
     assert _get(metrics, "ranklog_log_records_total", level="INFO", training_job="j", rank="0") == 20
     assert _get(metrics, "ranklog_training_step", training_job="j", rank="0") == 20
+
+
+def _samples(metrics) -> dict[tuple, float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in metrics.registry.collect()
+            for s in family.samples if not s.name.endswith("_created") and not s.name.startswith("process_")}
+
+
+def test_batches_waiting_together_are_summarized_once_with_the_metrics_of_one_by_one() -> None:
+    """Eight files' batches queued while the observer was busy (a trickle's read round) cost one
+    summary, and leave every metric as observing them one by one does — counts, steps (two files
+    per rank: the newest file's step, not the last row's of the rank), signatures, training
+    metrics; a worker's summary between them keeps its place."""
+    from ranklog.agent.metrics_thread import ObserverThread
+
+    batches = [_batch([{"msg": NCCL_ERROR if n == 3 else f"step {step}", "rank": n % 4, "job": "j", "step": step,
+                        "source_id": f"h:1:{n}:aa", "attrs": f'{{"metrics":{{"actor/pg_loss":{step / 10}}}}}',
+                        "ts": (1_796_212_800 + 10 * (8 - n) + step - n) * 10**9}
+                       for step in range(n, n + 3)])
+               for n in range(8)]  # eight files, two per rank, the earlier file of a rank the newer one
+    one_by_one, observer = _observer()
+    for batch in batches:
+        observer.observe(batch)
+    worker_summary = observer.summarizer.summarize(_batch([{"msg": CUDA_OOM, "rank": 9, "job": "j"}]))
+    observer.apply(worker_summary)
+
+    grouped, observer = _observer()
+    calls = []
+    summarize = observer.summarizer.summarize
+    observer.summarizer.summarize = lambda batches: calls.append(len(batches)) or summarize(batches)
+    thread = ObserverThread(observer, backlog=16)
+    for batch in batches[:5]:
+        thread.submit(batch)
+    thread.submit(worker_summary)
+    for batch in batches[5:]:
+        thread.submit(batch)
+    thread.start()  # everything is already waiting: the thread takes it in one go
+    thread.stop()
+    assert calls == [5, 3]
+    assert _samples(grouped) == _samples(one_by_one)
+    assert _get(grouped, "ranklog_failure_signatures_total", signature="nccl_error", training_job="j", rank="3") == 3

@@ -78,13 +78,16 @@ class BatchSummarizer:
         self._block_regex = _block_prefilter()
         self._metric_regex = "|".join(re.escape(json.dumps(name)) for name in sorted(self.allowed)) or None
 
-    def summarize(self, batch) -> BatchSummary:
+    def summarize(self, batches) -> BatchSummary:
+        """The summary of a batch, or of a list of batches in file order taken as one (the set-up
+        costs of the group-bys and the regex searches paid once)."""
         out = BatchSummary()
-        if batch is None or batch.num_rows == 0:
+        batches = [b for b in (batches if isinstance(batches, list) else [batches]) if b is not None and b.num_rows]
+        if not batches:
             return out
         import pyarrow as pa
 
-        table = pa.Table.from_batches([batch])
+        table = pa.Table.from_batches(batches)
         table = table.append_column("ts_ns", pa.array(ts_nanoseconds(table["ts"])))
         self._records(table, out)
         self._steps(table, out)
@@ -102,9 +105,11 @@ class BatchSummarizer:
     def _steps(self, table, out: BatchSummary) -> None:
         if table["step"].null_count == table.num_rows:
             return
-        # File order is logging order: the last non-null step of a group is the rank's newest step.
-        grouped = table.select(["job", "rank", "step", "ts_ns"]).group_by(["job", "rank"], use_threads=False).aggregate(
-            [("step", "last"), ("ts_ns", "max")]).to_pydict()
+        # File order is logging order: the last non-null step of a group is the rank's newest step —
+        # within one file (several files' batches are summarized together; `apply` keeps the step of
+        # the newest one, as it does across batches)
+        grouped = table.select(["source_id", "job", "rank", "step", "ts_ns"]).group_by(
+            ["source_id", "job", "rank"], use_threads=False).aggregate([("step", "last"), ("ts_ns", "max")]).to_pydict()
         out.steps = [(job, rank, step, ts_ns if ts_ns is not None else 0) for job, rank, step, ts_ns in
                      zip(grouped["job"], grouped["rank"], grouped["step_last"], grouped["ts_ns_max"], strict=True)
                      if step is not None]
@@ -174,9 +179,9 @@ class BatchObserver:
         self._last_ts: dict[tuple[str, str], float] = {}
         self._step_ts: dict[tuple[str, str], int] = {}
 
-    def observe(self, batch) -> None:
-        if batch is not None and batch.num_rows:
-            self.apply(self.summarizer.summarize(batch))
+    def observe(self, batches) -> None:
+        """Update the metrics from a batch or a list of batches in file order (see summarize)."""
+        self.apply(self.summarizer.summarize(batches))
 
     def _labels(self, job: Any, rank: Any) -> tuple[str, str]:
         return self.budget("training_job", _label(job)), self.budget("rank", _label(rank))

@@ -90,11 +90,15 @@ class Agent:
             self._shutdown()
 
     def _read_round(self, now: float) -> bool:
-        """One read from each tracked file (rotating the start for fairness); True if anything moved."""
+        """One read from each tracked file (rotating the start for fairness); True if anything moved.
+
+        The round's batches go to the metrics thread together at its end (one summary for a
+        trickle's many small reads); each chunk goes to the shipper as soon as it is parsed."""
         files = list(self.tracker.files)
         if not files:
             return False
         worked = False
+        observed: list = []
         self._turn = (self._turn + 1) % len(files)
         pool = self.pool
         for tf in files[self._turn:] + files[:self._turn]:
@@ -126,15 +130,20 @@ class Agent:
             if outcome.errors:
                 self.metrics.agent_parse_errors.labels(format=tf.format).inc(outcome.errors)
             if outcome.chunk is not None:
-                self._submit_all([outcome.chunk])
+                self._submit_all([outcome.chunk], observed=observed)
             worked = worked or bool(outcome.nread) or outcome.chunk is not None
+        self.observer.submit(observed)
         return worked
 
-    def _submit_all(self, chunks: list[Chunk], counted: bool = False) -> None:
-        """Hand chunks to the metrics thread and the shipper; their bytes join the in-flight budget
-        unless they were `counted` when read (parse workers)."""
+    def _submit_all(self, chunks: list[Chunk], counted: bool = False, observed: list | None = None) -> None:
+        """Hand chunks to the metrics thread (or add their batches to `observed`, for it later) and
+        the shipper; their bytes join the in-flight budget unless they were `counted` when read
+        (parse workers)."""
         for chunk in chunks:
-            self.observer.submit(chunk.summary if chunk.summary is not None else chunk.batch)
+            if observed is not None and chunk.summary is None:
+                observed.append(chunk.batch)
+            else:
+                self.observer.submit(chunk.summary if chunk.summary is not None else chunk.batch)
             if not counted:
                 self.budget.take(chunk.nbytes)
             self.shipper.submit(chunk)
