@@ -199,15 +199,17 @@ def _sink(port: int) -> Iterator[subprocess.Popen]:
 
 
 @contextmanager
-def pipeline(workdir: Path, token: Path, peer: str, parse_workers: int | None = None) -> Iterator[Pipeline]:
-    """An agent (default or given `parse_workers`) shipping to a real archive (`peer` "archive") or to the
-    ACK-at-once sink ("sink"), started and warmed up."""
+def pipeline(workdir: Path, token: Path, peer: str, parse_workers: int | None = None,
+             agent_args: tuple[str, ...] = ()) -> Iterator[Pipeline]:
+    """An agent (default or given `parse_workers`, and `agent_args`) shipping to a real archive (`peer`
+    "archive") or to the ACK-at-once sink ("sink"), started and warmed up."""
     watch = workdir / "watch"
     watch.mkdir(parents=True)
     sources = [f"{watch}/*.{ext}:{fmt}" for ext, fmt in WORKLOADS.values()]
     port = free_port()
     extra = ["--host", "bench", "--backoff-max", "0.5s"]
     extra += ["--parse-workers", str(parse_workers)] if parse_workers else []
+    extra += agent_args
     with ExitStack() as stack, ThreadPoolExecutor(1) as pool:
         # Agent and peer start side by side (the agent retries until the peer listens).
         starting = pool.submit(stack.enter_context, running_agent(

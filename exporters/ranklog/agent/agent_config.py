@@ -28,11 +28,11 @@ A file being written is read again only ``tail_interval`` (250 ms) after a read 
 its own, so a rank logging steadily gave the agent a line or two at each read, and each read pays
 the set-up costs of a parse, a metrics summary and an encoding (~1–2 ms together): measured with
 ``tests/benchmarks/bench_trickle.py`` (8 files, one write a line, 2,000 lines/s in all), reading at
-every write took 1.32 cores (675 CPU-µs a line, ~50 reads a file a second); with 250 ms, 0.12 cores
-(61 µs, 4 reads a file a second). A lone line after a quiet spell is still read at once (an empty
-read does not rest a file), and a backlog or a file written before the agent saw it is read straight
-to its end, so only a trickle's second and later lines wait, at most ``tail_interval`` on top of the
-batch latency.
+every write took 1.32 cores (675 CPU-µs a line, ~50 reads a file a second); with 250 ms (and a
+round's batches summarized together) 0.075 cores (38.5 µs, 4 reads a file a second; rsyslog 14). A
+lone line after a quiet spell is still read at once (an empty read does not rest a file), and a
+backlog or a file written before the agent saw it is read straight to its end, so only a
+trickle's second and later lines wait, at most ``tail_interval`` on top of the batch latency.
 
 Parsing runs in ``parse_workers`` worker processes (:mod:`.parse_pool`) when that is more than 1:
 by default one per CPU the agent may run on (its affinity mask and its cgroup's CPU quota, i.e.
