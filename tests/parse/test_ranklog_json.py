@@ -117,3 +117,18 @@ def test_many_lines_with_a_few_bad_ones_keep_order_and_count():
     assert offsets == sorted(offsets)
     seqs = [s for s in table.column("seq").to_pylist() if s is not None]
     assert seqs == list(range(500))
+
+
+def test_invalid_utf8_inside_a_value_is_replaced_in_a_block_the_json_reader_takes():
+    """pyarrow's JSON reader passes invalid UTF-8 inside string values through (an invalid Arrow string
+    array, which crashed the level mapping): the block falls back, and those lines keep their record
+    with U+FFFD, as lines parsed one by one do; the rest stay on the fast path."""
+    lines = [_line(i).encode() for i in range(20)]
+    lines[4] = _line(4).encode().replace(b'"INFO"', b'"\xff"')
+    lines[11] = _line(11).encode().replace(b"step 11", b"step \xfe11")
+    table, errors = parse_whole(b"\n".join(lines) + b"\n", make_ctx("ranklog"))
+    got = rows(table)
+    assert [r["seq"] for r in got] == list(range(20))
+    assert got[11]["msg"] == "step \ufffd11" and got[4]["msg"] == "step 4"
+    assert got[4]["level"] == "UNKNOWN"  # "\ufffd" is no level name
+    table.validate(full=True)
