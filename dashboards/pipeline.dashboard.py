@@ -109,6 +109,13 @@ grid = (
                     "short", "Items waiting in each agent's pipeline: pieces with the parse workers, batches for "
                              "the metrics thread, requests for the senders. Full parse queues with idle senders "
                              "mean parsing is the bottleneck; a full ship queue means the archive is."), w=8)
+    .add(timeseries("Bytes per read", targets((f"{rate('ranklog_agent_bytes_read_total', AGENTS, 'instance')} / "
+                                               f"{rate('ranklog_agent_reads_total', AGENTS, 'instance')}",
+                                               "{{instance}}")), "bytes",
+                    "Mean bytes a read of a log file got. Each read pays a parse, a metrics summary and an "
+                    "encoding with ~1–2 ms of set-up costs, so small reads on a node mean its agent's CPU "
+                    "goes to them, not to its lines: tail_interval sets how often a file being written is "
+                    "read (bench_trickle.py)."), w=8)
     .row("Archive")
     .add(timeseries("Archive ingest", targets((rate("ranklog_archive_ingested_records_total", ARCHIVES, "instance"),
                                                "ingested {{instance}}"),
