@@ -80,3 +80,30 @@ def test_the_first_line_after_quiet_goes_at_once_and_a_backlog_is_read_through(t
             time.sleep(1.0)
             assert agent.scrape().value("ranklog_agent_records_shipped_total") == 20_001, \
                 "the live file's second line was read before its tail_interval ran out"
+
+
+def test_which_reads_rest_a_file(tmp_path: Path) -> None:
+    """Only a short read that got bytes of a file written within the interval rests it, and never a
+    file truncated under the agent before (a later copytruncate generation: its unread bytes would be
+    lost at the next truncation when the copy is out of the agent's sight)."""
+    from ranklog.agent.tracked_file import TrackedFile
+
+    live, old = tmp_path / "live.jsonl", tmp_path / "old.jsonl"
+    live.write_bytes(line(0))
+    old.write_bytes(line(0))
+    os.utime(old, (time.time() - 60, time.time() - 60))
+
+    def rests(path: Path, nread: int, generation: int = 1, chunk: int = 1 << 20) -> bool:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            tf = TrackedFile(str(path), fd, "ranklog", {}, {}, generation=generation)
+            tf.rest_after(nread, chunk, now=100.0, interval=0.25)
+            return tf.resting(100.1) and not tf.resting(100.25)
+        finally:
+            os.close(fd)
+
+    assert rests(live, 100)
+    assert not rests(live, 0)  # an empty read: the next bytes are read at once
+    assert not rests(live, 1 << 20)  # a full read: a backlog is read straight through
+    assert not rests(old, 100)  # not being written (renamed in, found at start)
+    assert not rests(live, 100, generation=2)  # rotated by copytruncate before

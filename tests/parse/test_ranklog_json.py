@@ -126,7 +126,7 @@ def test_invalid_utf8_inside_a_value_is_replaced_in_a_block_the_json_reader_take
     lines = [_line(i).encode() for i in range(20)]
     lines[4] = _line(4).encode().replace(b'"INFO"', b'"\xff"')
     lines[11] = _line(11).encode().replace(b"step 11", b"step \xfe11")
-    table, errors = parse_whole(b"\n".join(lines) + b"\n", make_ctx("ranklog"))
+    table, _ = parse_whole(b"\n".join(lines) + b"\n", make_ctx("ranklog"))
     got = rows(table)
     assert [r["seq"] for r in got] == list(range(20))
     assert got[11]["msg"] == "step \ufffd11" and got[4]["msg"] == "step 4"

@@ -158,7 +158,13 @@ class TrackedFile:
         file per interval, instead of once per write, each with set-up costs of ~2 ms. The first
         bytes after a quiet spell are read at once (an empty read does not rest the file), and a
         backlog or a file written before the agent saw it (renamed in, found at start) is read
-        straight through to its end."""
+        straight through to its end. A file truncated under the agent before (copytruncate: a
+        generation after the first) is not rested: what it holds unread at the next truncation is
+        lost unless the copy sits where the agent looks (measured, copytruncate into an unwatched
+        directory every second at 10,000 lines/s: 15,816 of 120,030 lines lost with the rest, 728
+        without)."""
+        if self.generation > 1:
+            return
         if 0 < nread < read_chunk and interval > 0 and time.time_ns() - os.fstat(self.fd).st_mtime_ns < interval * 1e9:
             self.rest_until = now + interval
 
