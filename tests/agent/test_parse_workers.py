@@ -290,6 +290,69 @@ def test_a_file_moves_to_a_less_busy_worker_with_its_open_record(tmp_path: Path)
         assert pooled.column(name).to_pylist() == once.column(name).to_pylist(), name
 
 
+def test_small_reads_parse_in_the_reading_thread_and_hand_the_open_record_over_both_ways(tmp_path: Path) -> None:
+    """With parse workers, a short read of a few lines (a trickle's) is parsed where it was read,
+    with no piece of the file in a worker; a bigger one goes to a worker. A Python log with
+    tracebacks, read in pieces that end inside records and alternate between the two: the open
+    record and the parser state move from worker to reading thread and back, and the records are
+    those of one parse of the whole file — in order, none lost, none doubled."""
+    import queue
+
+    import prometheus_client
+
+    from ranklog import parse
+    from ranklog.agent.parse_pool import SMALL_READ, Parsed, ParsePool
+    from ranklog.agent.ship import assemble
+    from ranklog.agent.tracked_file import TrackedFile
+    from ranklog.metrics import create
+    from ranklog.record import arrow_schema
+
+    path = tmp_path / "a.log"
+    _python_log_with_tracebacks(path, 2000)
+    os.utime(path, (time.time() - 60, time.time() - 60))  # written long ago: its end is final
+    tf = TrackedFile(path=str(path), fd=os.open(path, os.O_RDONLY), format="python", fields={}, options={})
+    assert tf.identify("node1", "127.0.0.1")
+    events: queue.SimpleQueue = queue.SimpleQueue()
+    pool = ParsePool(2, create("agent", prometheus_client.CollectorRegistry()), events.put, piece_bytes=1 << 20)
+    schema = arrow_schema()
+    tables: list[pa.Table] = []
+    where: list[str] = []
+    sizes = itertools.cycle((3_001, 150_007, 5_003, 7_919, 90_001))  # small, big, small, small, big
+    try:
+        while True:
+            outcome = tf.read_step(next(sizes), idle_final=0.5, now=time.monotonic(), parse_here=False)
+            if outcome.raw is None:
+                break
+            if pool.parses_here(tf, len(outcome.raw)):
+                chunk, _ = pool.parse_here(tf, outcome.raw, outcome.final)
+                where.append("here")
+                if chunk is not None and chunk.rows:
+                    tables.append(pa.Table.from_batches([chunk.batch]))
+                continue
+            pool.send(tf, outcome.raw, outcome.final)
+            where.append("worker")
+            while not pool.idle:
+                event = events.get(timeout=60)
+                assert isinstance(event, Parsed), event
+                _, chunk, _ = pool.take(event)
+                if chunk is not None and chunk.encoded:
+                    tables.append(pa.ipc.open_stream(assemble(schema, [chunk.encoded])).read_all())
+    finally:
+        pool.close()
+        tf.close()
+    assert tf.parse_offset == tf.read_offset == path.stat().st_size
+    assert where.count("here") >= 3 and where.count("worker") >= 3
+    assert 3_001 < SMALL_READ < 90_001
+    whole = path.read_bytes()
+    ctx = parse.SourceContext(source=str(path), source_id=tf.ctx.source_id, format="python", host="node1",
+                              ip="127.0.0.1")
+    once = pa.Table.from_batches([parse.parse(whole, 0, ctx, final=True, read_time_ns=time.time_ns()).batch])
+    pieces = pa.concat_tables(tables)
+    assert pieces.num_rows == once.num_rows > 2000
+    for name in ("offset", "ts", "level", "msg", "exc", "source_id"):
+        assert pieces.column(name).to_pylist() == once.column(name).to_pylist(), name
+
+
 def test_the_piece_arena_hands_bytes_over_in_slots_and_refuses_what_does_not_fit() -> None:
     """The agent's side writes a slot, the worker's side (its own mapping of the same memfd) reads it;
     a piece larger than a slot, or one with every slot taken, gets None (it goes through the pipe)."""
@@ -369,20 +432,20 @@ def test_a_stalled_worker_does_not_take_the_budget_from_the_other_files(tmp_path
     logs = tmp_path / "logs"
     logs.mkdir()
     stalled, other = logs / "a.jsonl", logs / "b.jsonl"
-    _seq_lines(stalled, 0, 100, rank=0)
+    _seq_lines(stalled, 0, 1_000, rank=0)  # ~170 KB: full reads, which go to a worker (a short one parses here)
     with scripted_archive() as archive, running_agent(
             [archive.url], token_file, tmp_path / "state", sources=[f"{logs}/*.jsonl:ranklog"],
             extra_args=["--parse-workers", "2", "--read-chunk", "64KB", "--max-unacked-bytes", "1MB"]) as agent:
-        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 100, timeout=60)
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 1_000, timeout=60)
         scrape = agent.scrape()
         assert scrape.value("ranklog_agent_parse_worker_busy_seconds_total", worker="0") > 0
         assert scrape.value("ranklog_agent_parse_worker_busy_seconds_total", worker="1") == 0  # a.jsonl is worker 0's
         first_worker = _start_order(parse_worker_pids(agent.proc.pid))[0]
         os.kill(first_worker, signal.SIGSTOP)
         try:
-            _seq_lines(stalled, 100, 30_000, rank=0)  # ~5 MB: five times the budget
+            _seq_lines(stalled, 1_000, 30_000, rank=0)  # ~5 MB: five times the budget
             _seq_lines(other, 1_000_000, 20_000, rank=1)  # ~3 MB
-            agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 100 + 20_000, timeout=60,
+            agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 1_000 + 20_000, timeout=60,
                            what="b.jsonl shipped while worker 0 is stopped")
             shipped = pa.concat_tables(archive.tables)
             assert set(shipped.column("rank").to_pylist()) <= {0, 1}
@@ -390,9 +453,9 @@ def test_a_stalled_worker_does_not_take_the_budget_from_the_other_files(tmp_path
             assert agent.scrape().value("ranklog_agent_reading_paused") == 0  # a.jsonl keeps below the cap
         finally:
             os.kill(first_worker, signal.SIGCONT)
-        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 100 + 30_000 + 20_000, timeout=60)
+        agent.wait_for(lambda s: s.value("ranklog_agent_records_shipped_total") >= 1_000 + 30_000 + 20_000, timeout=60)
     table = pa.concat_tables(archive.tables)
-    assert_exactly_once(table, set(range(30_100)) | set(range(1_000_000, 1_020_000)))
+    assert_exactly_once(table, set(range(31_000)) | set(range(1_000_000, 1_020_000)))
 
 
 def test_a_worker_answers_in_order_while_parsing_ahead_and_answers_what_it_parsed_before_an_error(

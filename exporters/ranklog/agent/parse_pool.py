@@ -6,7 +6,10 @@ the per-line work of a piece — parse, the metrics summary, the compressed Arro
 request will carry, the last two in a thread of its own beside the next parse — so the main process
 only reads, applies summaries and joins messages. What
 flows is raw bytes one way, through a slot of shared memory (:mod:`.piece_arena`; the pipe carries
-the slot number), and the (lz4-compressed, ~64 bytes a line) message back through the pipe.
+the slot number), and the (lz4-compressed, ~64 bytes a line) message back through the pipe. A short
+read of a few lines (under ``SMALL_READ``: a trickle's) of a file with none of its bytes in a worker
+is parsed in the reading thread instead (:meth:`ParsePool.parse_here`): its costs are set-up costs,
+which a worker pays for each read apart.
 
 Guarantees, unchanged by the workers:
 
@@ -15,7 +18,8 @@ Guarantees, unchanged by the workers:
   (:mod:`.parse_worker`). Between two pieces — none of the file's in its worker — a file moves to a
   worker with fewer bytes to parse, taking the parser state of the last answer and the unconsumed
   rest (kept here, below) with it (``ranklog_agent_parse_files_moved_total``): files come and go, so
-  where a file was first placed says little about where the work is now;
+  where a file was first placed says little about where the work is now. The reading thread's parse
+  of a short read is such a move too, there and back;
 - bounded pieces: reads that waited for room are joined into pieces of at most ``piece_bytes``
   (``read_chunk``), so a worker's answers stream to the shipper instead of coming as one block;
 - order and checkpoints: answers for a file arrive in the order its pieces were sent (one pipe per
@@ -54,6 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .chunk import Chunk
 from .parse_worker import read_frame, write_frame
 from .piece_arena import PieceArena
 from .tracked_file import TrackedFile
@@ -92,6 +97,9 @@ class _Worker:
     threads: list[threading.Thread] = field(default_factory=list)
 
 
+# A read shorter than this parses in the reading thread (ParsePool.parse_here): below it a read's set-up
+# costs (~1–2 ms) are at least about half its CPU (~1.5–2 µs a line, ~100 bytes a line).
+SMALL_READ = 64 * 1024
 _F_SETPIPE_SZ = 1031  # Linux fcntl: a pipe buffer as large as a piece's frame means fewer wake-ups
 
 
@@ -114,7 +122,7 @@ def _spawn(options: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
 class ParsePool:
     def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
                  training_metrics: list[str] | None = None, depth: int = 2, piece_bytes: int = 8_000_000,
-                 max_restarts: int = 5, restart_window: float = 60.0) -> None:
+                 max_restarts: int = 5, restart_window: float = 60.0, small_read: int = SMALL_READ) -> None:
         self._options = {"compression": compression, "training_metrics": list(training_metrics or [])}
         self._metrics = metrics
         self._deliver = deliver
@@ -125,6 +133,7 @@ class ParsePool:
         self._closing = False
         self.depth = depth  # pieces a worker holds at most, one arena slot each
         self.piece_bytes = piece_bytes
+        self.small_read = small_read  # reads shorter than this, of a file with nothing in a worker, parse here
         self._workers = [self._start(i) for i in range(workers)]
         self._home: dict[int, int] = {}  # file uid → worker index
         self._files: dict[int, TrackedFile] = {}
@@ -213,16 +222,49 @@ class ParsePool:
         if self._posted[tf.uid]:
             return home
         best = min(self._workers, key=lambda worker: worker.load)
-        if best.load >= home.load:
-            return home
-        if tf.uid in home.known:
-            home.known.discard(tf.uid)
-            home.outbox.put(({"op": "forget", "file": tf.uid}, b""))
-        self._home[tf.uid] = best.index
-        _, final = self._unsent[tf.uid]
-        self._unsent[tf.uid] = (list(self._held[tf.uid]), final)  # the rest the old worker kept, then the reads
-        self._metrics.agent_parse_files_moved.inc()
-        return best
+        if best.load < home.load:
+            self._leave(home, tf)
+            self._home[tf.uid] = best.index
+            self._metrics.agent_parse_files_moved.inc()
+            home = best
+        if tf.uid not in home.known:  # moved, or its last piece was parsed here: it starts at parse_offset
+            _, final = self._unsent[tf.uid]
+            self._unsent[tf.uid] = (list(self._held[tf.uid]), final)  # the unconsumed rest, then the reads
+        return home
+
+    def _leave(self, worker: _Worker, tf: TrackedFile) -> None:
+        """`worker` drops `tf`'s context (its rest and parser state are no longer the file's)."""
+        if tf.uid in worker.known:
+            worker.known.discard(tf.uid)
+            worker.outbox.put(({"op": "forget", "file": tf.uid}, b""))
+
+    def parses_here(self, tf: TrackedFile, size: int) -> bool:
+        """Is a read of `size` bytes of `tf` parsed in the reading thread (:meth:`parse_here`)? A short
+        read (the file's end; a full one is a backlog's) of a few lines, with none of the file's in a worker."""
+        return size < min(self.small_read, self.piece_bytes) and tf.inflight == 0
+
+    def parse_here(self, tf: TrackedFile, data: bytes, final: bool) -> tuple[Chunk | None, int]:
+        """Parse a small read in the reading thread, as ``parse_workers: 1`` does: a trickle's reads
+        (a line or a few, with ``tail_interval`` a quarter second of one rank's lines) cost ~1–2 ms
+        each mostly in set-up — of a parse, a metrics summary, an IPC message — and in a worker
+        they pay all three for each read apart, plus the frames to and from it; here a read round's
+        summaries are made together (measured, bench_trickle, 2 workers, CPU-µs a line: 64 files at
+        1,280 lines/s 503.1 → 229.7, 8 files at 2,000 57.5 → 33.5; ``parse_workers: 1`` 241.4, 35.0).
+        Only a file with nothing in a worker or waiting for one, so its pieces stay in order: its
+        worker forgets it, the unconsumed rest moves from the held bytes to ``carry`` for the parse
+        and back after it, and the next piece sent to a worker starts at ``parse_offset`` with the
+        parser state the reading thread left (:meth:`_rehome`)."""
+        self._worker_of(tf)
+        self._leave(self._workers[self._home[tf.uid]], tf)
+        held = self._held[tf.uid]
+        tf.carry = b"".join(held)
+        held.clear()
+        try:
+            return tf.parse_read(data, final)
+        finally:
+            if tf.carry:
+                held.append(tf.carry)
+            tf.carry = b""
 
     def send(self, tf: TrackedFile, data: bytes, final: bool) -> None:
         """Parse `data` (the bytes of `tf` right after what was read before) in the file's worker (or a
@@ -299,9 +341,8 @@ class ParsePool:
         self._held.pop(tf.uid, None)
         self._unsent.pop(tf.uid, None)
         self._posted.pop(tf.uid, None)
-        if index is not None and tf.uid in self._workers[index].known:
-            self._workers[index].known.discard(tf.uid)
-            self._workers[index].outbox.put(({"op": "forget", "file": tf.uid}, b""))
+        if index is not None:
+            self._leave(self._workers[index], tf)
 
     def waiting_piece(self, tf: TrackedFile) -> bool:
         """Do `tf`'s reads that wait for room in its worker already make a whole piece?"""

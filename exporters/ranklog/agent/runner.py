@@ -2,8 +2,10 @@
 
 One thread reads and parses, one updates metrics from the parsed batches (:mod:`.metrics_thread`;
 pyarrow releases the GIL in its kernels, so they overlap); ``senders`` threads encode and POST
-requests. With ``parse_workers`` > 1 the reading thread only reads: worker processes parse
-(:mod:`.parse_pool`), so reading, parsing and shipping overlap on several cores. Parsed pieces and
+requests. With ``parse_workers`` > 1 worker processes parse (:mod:`.parse_pool`), so reading,
+parsing and shipping overlap on several cores; the reading thread parses only a short read of a
+few lines of a file with nothing in a worker — a trickle's, whose per-read set-up costs a worker
+would pay apart for each (:meth:`.ParsePool.parse_here`). Parsed pieces and
 acknowledged chunks come back through one event queue and only the main thread touches tracked
 files and checkpoints, so there is no shared mutable state but those queues and the in-flight byte
 budget. On stop, reading ends, what was already read gets ``shutdown_timeout``
@@ -118,20 +120,24 @@ class Agent:
             if outcome.nread:
                 self.metrics.agent_bytes_read.inc(outcome.nread)
                 self.metrics.agent_reads.inc()
+            chunk, errors, counted = outcome.chunk, outcome.errors, False
             if outcome.raw is not None:
                 # counted when read: a slow or cold worker must not stop reading (a copytruncate copy
                 # is overwritten at the next rotation); the in-flight budget bounds what waits for it
                 self.budget.take(len(outcome.raw))
-                pool.send(tf, outcome.raw, outcome.final)
-                worked = True
-                continue
-            if outcome.chunk is not None or outcome.errors:
+                counted = worked = True
+                if not pool.parses_here(tf, len(outcome.raw)):
+                    pool.send(tf, outcome.raw, outcome.final)
+                    continue
+                started = time.perf_counter()
+                chunk, errors = pool.parse_here(tf, outcome.raw, outcome.final)
+            if chunk is not None or errors:
                 self.metrics.agent_parse_worker_busy_seconds.labels(worker="reader").inc(time.perf_counter() - started)
-            if outcome.errors:
-                self.metrics.agent_parse_errors.labels(format=tf.format).inc(outcome.errors)
-            if outcome.chunk is not None:
-                self._submit_all([outcome.chunk], observed=observed)
-            worked = worked or bool(outcome.nread) or outcome.chunk is not None
+            if errors:
+                self.metrics.agent_parse_errors.labels(format=tf.format).inc(errors)
+            if chunk is not None:
+                self._submit_all([chunk], counted=counted, observed=observed)
+            worked = worked or bool(outcome.nread) or chunk is not None
         self.observer.submit(observed)
         return worked
 

@@ -144,9 +144,12 @@ class TrackedFile:
                 return ReadOutcome()
         if not parse_here:
             return ReadOutcome(nread=len(data), raw=data, final=final)
-        buffer = self.carry + data if self.carry else data
-        chunk, errors = self._parse(buffer, final)
+        chunk, errors = self.parse_read(data, final)
         return ReadOutcome(chunk, len(data), errors)
+
+    def parse_read(self, data: bytes, final: bool) -> tuple[Chunk | None, int]:
+        """Parse the bytes just read, after the pending rest in `carry`."""
+        return self._parse(self.carry + data if self.carry else data, final)
 
     def resting(self, now: float) -> bool:
         return now < self.rest_until
