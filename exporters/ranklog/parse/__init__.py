@@ -30,6 +30,9 @@ regex-layout text, :mod:`.json_bulk` for JSON lines, :mod:`.lines`, :mod:`.multi
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from .contract import Detected, ParseResult, SourceContext
 from .detection import detect
 from .registry import parser_for, parsers
@@ -40,10 +43,31 @@ def parse(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, rea
     return parser_for(ctx.format)(bytes(data), base_offset, ctx, final=final, read_time_ns=read_time_ns)
 
 
+def parse_many(items: Sequence[tuple[bytes, int, SourceContext, bool]], *, read_time_ns: int) -> list[ParseResult]:
+    """:func:`parse` of several files' reads, (data, base_offset, ctx, final) each: reads of one format
+    and options whose format can (``PARSERS_MANY``: the JSON-lines formats) are parsed together in
+    one pass over all their lines, the others one by one. The results, and each ctx's state after,
+    are those of :func:`parse` on each read alone. A trickle's reads — a few lines of many files —
+    then share the set-up costs of one parse."""
+    results: list[ParseResult | None] = [None] * len(items)
+    groups: dict[tuple[str, str], list[int]] = {}
+    joint = parsers("PARSERS_MANY")
+    for i, (_, _, ctx, _) in enumerate(items):
+        if ctx.format in joint:
+            groups.setdefault((ctx.format, json.dumps(ctx.options, sort_keys=True, default=repr)), []).append(i)
+    for (fmt, _), members in groups.items():
+        if len(members) > 1:
+            for i, result in zip(members, joint[fmt]([items[i] for i in members], read_time_ns=read_time_ns),
+                                 strict=True):
+                results[i] = result
+    return [result if result is not None else parse(data, base, ctx, final=final, read_time_ns=read_time_ns)
+            for result, (data, base, ctx, final) in zip(results, items, strict=True)]
+
+
 def __getattr__(name: str) -> tuple[str, ...]:
     if name == "FORMATS":  # every format name (the registry imports the format modules on first use)
         return tuple(parsers())
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["FORMATS", "Detected", "ParseResult", "SourceContext", "detect", "parse"]
+__all__ = ["FORMATS", "Detected", "ParseResult", "SourceContext", "detect", "parse", "parse_many"]

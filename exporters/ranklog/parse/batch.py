@@ -87,6 +87,82 @@ def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np
     return pa.RecordBatch.from_arrays([out[name] for name in FIELDS], schema=arrow_schema())
 
 
+def build_batch_many(segments: Sequence[tuple[SourceContext, int, int]], starts: Sequence[int] | np.ndarray,
+                     columns: Mapping[str, pa.Array | None], read_time_ns: int) -> pa.RecordBatch:
+    """:func:`build_batch` of rows from several files' reads at once (:func:`ranklog.parse.parse_many`):
+    `segments` are (ctx, base offset, rows) of consecutive runs of rows, the base offset being what
+    turns a row's position in the buffer into its offset in its file. Each row gets its own file's
+    context exactly as build_batch gives it; missing times are not inferred (the caller does that
+    per file, :func:`with_inferred_time`)."""
+    if len(segments) == 1:
+        ctx, base_offset, _ = segments[0]
+        return build_batch(ctx, base_offset, starts, columns, read_time_ns, infer_time=False)
+    n = len(starts)
+    ctxs = [ctx for ctx, _, _ in segments]
+    counts = np.array([rows for _, _, rows in segments], dtype=np.int64)
+    out: dict[str, pa.Array] = {}
+    for name in FIELDS:
+        kind = field_type(name)
+        column = columns.get(name)
+        if column is not None and len(column) != n:
+            raise ValueError(f"column {name} has {len(column)} values for {n} records")
+        if name == "offset":
+            bases = np.repeat(np.array([base for _, base, _ in segments], dtype=np.int64), counts)
+            out[name] = pa.array(np.asarray(starts, dtype=np.int64) + bases, pa.int64())
+            continue
+        if name == "attrs":
+            out[name] = _merge_attrs_many(column, ctxs, counts, n)
+            continue
+        if name in ("source", "source_id"):
+            out[name] = _per_row([getattr(ctx, name) for ctx in ctxs], counts, pa.string())
+            continue
+        column = _typed(column, kind, n)
+        if name == "level":
+            column = pc.fill_null(column, "UNKNOWN")
+        elif name == "msg":
+            column = strip_ansi(pc.fill_null(column, ""))
+        elif name == "exc":
+            column = strip_ansi(column)
+        elif name == "format":
+            column = _fill(column, [ctx.format for ctx in ctxs], counts, kind)
+        elif name in _CONTEXT_FIELDS:
+            column = _fill(column, [getattr(ctx, name) or "unknown" for ctx in ctxs], counts, kind)
+        else:
+            column = _fill(column, [(ctx.fields or {}).get(name) for ctx in ctxs], counts, kind)
+        out[name] = column
+    return pa.RecordBatch.from_arrays([out[name] for name in FIELDS], schema=arrow_schema())
+
+
+def _per_row(values: Sequence[Any], counts: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """Each of `values` repeated its count of rows (typed as `kind`)."""
+    if len(set(values)) == 1:
+        return pa.repeat(pa.scalar(values[0], kind), int(counts.sum()))
+    index = pa.array(np.repeat(np.arange(len(values), dtype=np.int32), counts))
+    return pa.array(values, kind).take(index)
+
+
+def _fill(column: pa.Array, values: Sequence[Any], counts: np.ndarray, kind: pa.DataType) -> pa.Array:
+    """`column`'s nulls filled with each row's own default (None: left null), as build_batch fills them."""
+    if all(value is None for value in values):
+        return column
+    if len(set(map(repr, values))) == 1:
+        return pc.fill_null(column, pa.scalar(values[0]).cast(kind))
+    defaults = [None if value is None else pa.scalar(value).cast(kind) for value in values]
+    return pc.coalesce(column, _per_row([d.as_py() if d is not None else None for d in defaults], counts, kind))
+
+
+def _merge_attrs_many(column: pa.Array | None, ctxs: Sequence[SourceContext], counts: np.ndarray,
+                      n: int) -> pa.Array:
+    if not any(_layout(ctx.fields or {}) for ctx in ctxs):
+        return _merge_attrs(column, {}, n)
+    column = _merge_attrs(column, {}, n)
+    pieces, at = [], 0
+    for ctx, count in zip(ctxs, counts.tolist(), strict=True):
+        pieces.append(_merge_attrs(column.slice(at, count), ctx.fields or {}, count))
+        at += count
+    return pa.concat_arrays(pieces)
+
+
 def _typed(column: pa.Array | None, kind: pa.DataType, n: int) -> pa.Array:
     if column is None:
         return pa.nulls(n, kind)
@@ -101,7 +177,7 @@ def _typed(column: pa.Array | None, kind: pa.DataType, n: int) -> pa.Array:
 
 def _merge_attrs(column: pa.Array | None, defaults: Mapping[str, Any], n: int) -> pa.Array:
     """attrs JSON text per row, with the layout's extra attributes (`attempt`, …) underneath."""
-    layout = {k: v for k, v in defaults.items() if k not in _FIELD_SET and v is not None}
+    layout = _layout(defaults)
     if column is None:
         column = pa.nulls(n, pa.string())
     elif isinstance(column, pa.ChunkedArray):
@@ -114,6 +190,11 @@ def _merge_attrs(column: pa.Array | None, defaults: Mapping[str, Any], n: int) -
         return pa.repeat(pa.scalar(layout_json, pa.string()), n)
     merged = [layout_json if value is None else _merge_one(layout, value) for value in column.to_pylist()]
     return pa.array(merged, pa.string())
+
+
+def _layout(defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The layout's attributes that are not record fields (they go into attrs)."""
+    return {k: v for k, v in defaults.items() if k not in _FIELD_SET and v is not None}
 
 
 def _merge_one(layout: Mapping[str, Any], text: str) -> str:
@@ -150,7 +231,7 @@ def with_inferred_time(batch: pa.RecordBatch, ctx: SourceContext, read_time_ns: 
     if not batch.num_rows:
         return batch
     ts, inferred = infer_missing(batch.column("ts"), ctx, read_time_ns)
-    columns = {"ts": ts.cast(field_type("ts"))}
-    if inferred is not None:
-        columns["attrs"] = mark(batch.column("attrs"), inferred)
+    if inferred is None:  # every record has its time (the state took the last one)
+        return batch
+    columns = {"ts": ts.cast(field_type("ts")), "attrs": mark(batch.column("attrs"), inferred)}
     return pa.RecordBatch.from_arrays([columns.get(name, batch.column(name)) for name in FIELDS], schema=arrow_schema())

@@ -23,7 +23,7 @@ import pyarrow.json as pa_json
 from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, normalize_row, ts_array
 
 from .ansi import strip_ansi_text
-from .batch import build_batch, concat
+from .batch import build_batch, build_batch_many, concat, empty_batch, with_inferred_time
 from .contract import ParseResult
 from .jsontext import join_members, json_member, note_unusable
 from .levels import guess_levels, normalize_levels
@@ -53,14 +53,71 @@ class _Fallback(Exception):
 
 def parse_json_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
                      mapping: Mapping_, extras_hook: ExtrasHook | None = None, infer_time: bool = True) -> ParseResult:
-    """Parse every complete JSON line of `data`; see the module docstring for the fallbacks."""
-    max_line = int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024))
-    lines = split_lines(data, final=final, max_line_bytes=max_line)
+    """Parse every complete JSON line of `data`; see the module docstring for the fallbacks.
+
+    Missing times are inferred over the whole piece (not per block of the reader's bisection), so a
+    line's time does not depend on which other lines failed the fast path."""
+    lines = split_lines(data, final=final, max_line_bytes=_max_line(ctx))
     keep = np.flatnonzero(~blank_mask(data, lines))
     reader = _BlockReader(data, lines, mapping, extras_hook, ctx.options.get("timezone", "UTC"))
     reader.read(keep)
-    batches = [build_batch(ctx, base_offset, lines.starts[idx], cols, read_time_ns, infer_time=infer_time) for idx, cols in reader.pieces]
-    return ParseResult(batch=concat(batches), consumed=lines.consumed, errors=reader.errors)
+    batch = concat([build_batch(ctx, base_offset, lines.starts[idx], cols, read_time_ns, infer_time=False)
+                    for idx, cols in reader.pieces])
+    if infer_time:
+        batch = with_inferred_time(batch, ctx, read_time_ns)
+    return ParseResult(batch=batch, consumed=lines.consumed, errors=reader.errors)
+
+
+def parse_json_lines_many(items: Sequence[tuple[bytes, int, SourceContext, bool]], *, read_time_ns: int,
+                          mapping: Mapping_) -> list[ParseResult]:
+    """:func:`parse_json_lines` of several files' reads — (data, base_offset, ctx, final), one format and
+    options — in one pass: their complete lines are joined into one buffer, read and built as one
+    batch (each row with its own file's context, :func:`build_batch_many`), and cut back into a
+    result per read, with missing times inferred per file. A parse's set-up costs ~0.8 ms whatever
+    its size (the JSON reader, ~15 column conversions, the batch builder), and a trickle's reads
+    hold a few lines each; the results are those of parsing each read alone
+    (tests/parse/test_parse_many.py). A read whose last complete line has no newline (a final
+    flush, a cut line) is parsed alone: joined, it would run into the next read's first line."""
+    splits = [split_lines(data, final=final, max_line_bytes=_max_line(ctx)) for data, _, ctx, final in items]
+    alone = [lines.consumed and data[lines.consumed - 1] != 10 for (data, *_), lines in zip(items, splits, strict=True)]
+    results: list[ParseResult | None] = [
+        parse_json_lines(*item[:3], final=item[3], read_time_ns=read_time_ns, mapping=mapping) if cut else None
+        for item, cut in zip(items, alone, strict=True)]
+    joined = [i for i, cut in enumerate(alone) if not cut]
+    if not joined:
+        return results
+    positions = np.cumsum([0] + [splits[i].consumed for i in joined[:-1]]).tolist()  # each read's place in `data`
+    data = b"".join(items[i][0][:splits[i].consumed] for i in joined)
+    counts = np.array([len(splits[i]) for i in joined], dtype=np.int64)
+    lines = Lines(starts=np.concatenate([splits[i].starts + at for i, at in zip(joined, positions, strict=True)]),
+                  ends=np.concatenate([splits[i].ends + at for i, at in zip(joined, positions, strict=True)]),
+                  consumed=len(data), cut=False)
+    keep = np.flatnonzero(~blank_mask(data, lines))
+    reader = _BlockReader(data, lines, mapping, None, items[joined[0]][2].options.get("timezone", "UTC"))
+    reader.read(keep)
+    owner = np.repeat(np.arange(len(joined)), counts)  # line → its read (index into `joined`)
+    bases = [items[i][1] - at for i, at in zip(joined, positions, strict=True)]
+    batches = []
+    for idx, cols in reader.pieces:
+        runs = np.flatnonzero(np.diff(owner[idx], prepend=-1))  # first row of each read's run
+        segments = [(items[joined[k]][2], bases[k], int(rows)) for k, rows in
+                    zip(owner[idx][runs].tolist(), np.diff(np.append(runs, len(idx))).tolist(), strict=True)]
+        batches.append(build_batch_many(segments, lines.starts[idx], cols, read_time_ns))
+    batch = concat(batches)
+    rows = np.bincount(owner[keep], minlength=len(joined)).tolist()
+    errors = np.bincount(owner[np.asarray(reader.error_lines, dtype=np.int64)], minlength=len(joined)).tolist()
+    at = 0
+    for k, i in enumerate(joined):
+        ctx = items[i][2]
+        own = batch.slice(at, rows[k]) if rows[k] else empty_batch()
+        at += rows[k]
+        results[i] = ParseResult(batch=with_inferred_time(own, ctx, read_time_ns), consumed=splits[i].consumed,
+                                 errors=errors[k])
+    return results
+
+
+def _max_line(ctx: SourceContext) -> int:
+    return int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024))
 
 
 class _BlockReader:
@@ -77,6 +134,7 @@ class _BlockReader:
         self.tz = tz
         self.pieces: list[tuple[np.ndarray, dict[str, pa.Array]]] = []
         self.errors = 0
+        self.error_lines: list[int] = []  # the lines counted in `errors` (parse_json_lines_many splits them)
         self._rows: list[dict[str, Any]] = []
         self._row_idx: list[int] = []
 
@@ -238,6 +296,7 @@ class _BlockReader:
 
     # -- slow path -------------------------------------------------------------------------------
     def _one_line(self, i: int) -> None:
+        before = self.errors
         raw = self._raw(i)
         text = raw.decode("utf-8", "replace")
         try:
@@ -251,6 +310,7 @@ class _BlockReader:
                    "attrs": json.dumps({"parse_error": str(exc)[:300]}, separators=(",", ":"))}
         self._rows.append(row)
         self._row_idx.append(i)
+        self.error_lines += [i] * (self.errors - before)
 
     def _mapped_row(self, obj: dict[str, Any]) -> dict[str, Any]:
         fields: dict[str, Any] = {}

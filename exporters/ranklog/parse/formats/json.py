@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ranklog.errors import ConfigError
 from ranklog.record import FIELDS
 
-from ..json_bulk import parse_json_lines
+from ..json_bulk import parse_json_lines, parse_json_lines_many
 from .ranklog import RANKLOG_KEYS
 
 if TYPE_CHECKING:
@@ -62,4 +62,11 @@ def parse_json(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool
     return parse_json_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, mapping=mapping)
 
 
+def parse_json_many(items, *, read_time_ns: int) -> list[ParseResult]:
+    """Reads of one options (parse.parse_many groups them so): one mapping."""
+    mapping = build_mapping(items[0][2].options.get("mapping"))
+    return parse_json_lines_many(items, read_time_ns=read_time_ns, mapping=mapping)
+
+
 PARSERS = {"json": parse_json}
+PARSERS_MANY = {"json": parse_json_many}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..json_bulk import parse_json_lines
+from ..json_bulk import parse_json_lines, parse_json_lines_many
 
 if TYPE_CHECKING:
     from ..contract import ParseResult, SourceContext
@@ -19,4 +19,9 @@ def parse_ranklog(data: bytes, base_offset: int, ctx: SourceContext, *, final: b
     return parse_json_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, mapping=RANKLOG_MAPPING)
 
 
+def parse_ranklog_many(items, *, read_time_ns: int) -> list[ParseResult]:
+    return parse_json_lines_many(items, read_time_ns=read_time_ns, mapping=RANKLOG_MAPPING)
+
+
 PARSERS = {"ranklog": parse_ranklog}
+PARSERS_MANY = {"ranklog": parse_ranklog_many}

@@ -1,0 +1,125 @@
+"""parse_many: several files' reads parsed in one pass give exactly the results of parsing each alone."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ranklog.parse import json_bulk, parse, parse_many
+from tests.helpers.layouts import ranklog_line
+from tests.parse.conftest import READ_TIME_NS, make_ctx
+from tests.parse.test_chunking import CORPUS
+
+T = datetime(2026, 12, 2, 13, 4, 5, tzinfo=timezone.utc)
+
+
+def _line(msg: str, seq: int, rank: int | None = None, **extra: object) -> str:
+    return ranklog_line(T, "WARNING", msg, host="n2", ip="10.0.0.2", pid=9, rank=rank, local_rank=None, job=None,
+                        seq=seq, **extra)
+
+# (format, bytes, layout fields, options): JSON lines of every kind the fast path bisects away from
+# (garbage, wrong types, invalid UTF-8, a line without newline at the end), heads without any time
+# (inferred from the next line, or from the state), layouts that differ per file (defaults filled
+# per row, extra attributes merged per file), two json mappings (two groups) and a text format
+# (never joined) among them.
+FILES = [
+    ("ranklog", CORPUS["ranklog"], {}, {}),
+    ("ranklog", b'{"msg": "before any time"}\n\n  \n' + b"\n".join(
+        _line(f"late {i}", i, rank=3 if i % 2 else None, extra_key=i).encode() for i in range(12))
+     + b'\n{"msg": "\x1b[31mred\x1b[0m", "level": "error"}\n{"ts": "2999-01-01T00:00:00Z", "msg": "far"}\n',
+     {"rank": 5, "job": "layout-job", "attempt": 2}, {}),
+    ("ranklog", b"\n".join(_line(f"plain {i}", i).encode() for i in range(25)) + b"\n",
+     {"rank": 7, "local_rank": 1}, {}),
+    ("json", CORPUS["json"], {"job": "j2"}, {}),
+    ("json", CORPUS["json"].replace(b"message", b"text"), {}, {}),
+    ("json", b"\n".join(json.dumps({"body": f"b{i}", "lvl": "info", "ts": "2026-12-02T13:04:05Z"}).encode()
+                        for i in range(15)) + b"\n", {}, {"mapping": {"body": "msg"}}),
+    ("python", CORPUS["python"], {}, {}),
+]
+
+
+def _contexts():
+    return [make_ctx(fmt, fields=fields, options=options, source=f"/logs/{i}.log") for i, (fmt, _, fields, options)
+            in enumerate(FILES)]
+
+
+def _rounds(sizes: list[list[int]]):
+    """Every file read as the agent reads a trickle: one read a round (`sizes` per file, then the
+    rest), the unconsumed rest offered again, a final flush once a file ends. Yields each round's
+    items with a callback taking the round's results."""
+    contexts = _contexts()
+    pos, offset, carry, done = [0] * len(FILES), [0] * len(FILES), [b""] * len(FILES), [False] * len(FILES)
+    while not all(done):
+        members, items = [], []
+        for i, (_, data, _, _) in enumerate(FILES):
+            if done[i]:
+                continue
+            if pos[i] < len(data):
+                size = sizes[i].pop(0) if sizes[i] else len(data)
+                block = data[pos[i]:pos[i] + size]
+                pos[i] += len(block)
+                items.append((carry[i] + block, offset[i], contexts[i], False))
+            else:
+                items.append((carry[i], offset[i], contexts[i], True))
+                done[i] = True
+            members.append(i)
+        results = yield items
+        for i, (buffer, *_), result in zip(members, items, results, strict=True):
+            offset[i] += result.consumed
+            carry[i] = buffer[result.consumed:]
+            yield None
+
+
+def _check_round(items) -> list:
+    """parse_many of `items` against parse of each alone (on copies of the contexts)."""
+    alone_ctx = [copy.deepcopy(ctx) for _, _, ctx, _ in items]
+    alone = [parse(data, base, ctx, final=final, read_time_ns=READ_TIME_NS)
+             for (data, base, _, final), ctx in zip(items, alone_ctx, strict=True)]
+    together = parse_many(items, read_time_ns=READ_TIME_NS)
+    for (_, _, ctx, _), one, other, single_ctx in zip(items, together, alone, alone_ctx, strict=True):
+        assert one.consumed == other.consumed, ctx.source
+        assert one.errors == other.errors, ctx.source
+        assert pa.Table.from_batches([one.batch]).equals(pa.Table.from_batches([other.batch])), ctx.source
+        assert ctx.state == single_ctx.state, ctx.source
+    return together
+
+
+def _run(sizes: list[list[int]]) -> int:
+    rows = 0
+    steps = _rounds([list(s) for s in sizes])
+    items = next(steps)
+    while True:
+        results = _check_round(items)
+        rows += sum(result.batch.num_rows for result in results)
+        steps.send(results)
+        for _ in range(len(items) - 1):
+            next(steps)
+        try:
+            items = next(steps)
+        except StopIteration:
+            return rows
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.lists(st.integers(min_value=1, max_value=400), max_size=30), min_size=len(FILES),
+                      max_size=len(FILES)))
+def test_reads_parsed_together_equal_reads_parsed_alone(sizes):
+    assert _run(sizes) > 100
+
+
+def test_one_group_of_reads_takes_one_pass(monkeypatch):
+    """Five JSON-lines reads of two formats and two json mappings: three reader passes (ranklog ×3 →
+    one, the two default-mapping json reads → one, the one with its own mapping alone), and the
+    text read is parsed on its own."""
+    passes = []
+    original = json_bulk._BlockReader.read
+    monkeypatch.setattr(json_bulk._BlockReader, "read", lambda self, idx: (passes.append(len(idx)), original(self, idx)))
+    items = [(data[:data.index(b"\n", 200) + 1], 0, ctx, False) for (_, data, _, _), ctx in zip(FILES, _contexts(),
+                                                                                                 strict=True)]
+    _check_round(items)  # parse alone: one pass a JSON read (six), then together
+    assert len(passes) == 6 + 3
