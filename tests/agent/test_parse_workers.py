@@ -291,17 +291,18 @@ def test_a_file_moves_to_a_less_busy_worker_with_its_open_record(tmp_path: Path)
 
 
 def test_small_reads_parse_in_the_reading_thread_and_hand_the_open_record_over_both_ways(tmp_path: Path) -> None:
-    """With parse workers, a short read of a few lines (a trickle's) is parsed where it was read,
-    with no piece of the file in a worker; a bigger one goes to a worker. A Python log with
-    tracebacks, read in pieces that end inside records and alternate between the two: the open
-    record and the parser state move from worker to reading thread and back, and the records are
-    those of one parse of the whole file — in order, none lost, none doubled."""
+    """With parse workers, a short read of a few lines (a trickle's) is parsed in the reading thread
+    when none of the file is in a worker (the pool lends it); a bigger one goes to a worker. A
+    Python log with tracebacks, read in pieces that end inside records and alternate between the
+    two: the open record and the parser state move from worker to reading thread and back, and the
+    records are those of one parse of the whole file — in order, none lost, none doubled."""
     import queue
 
     import prometheus_client
 
     from ranklog import parse
-    from ranklog.agent.parse_pool import SMALL_READ, Parsed, ParsePool
+    from ranklog.agent.parse_pool import Parsed, ParsePool
+    from ranklog.agent.runner import SMALL_READ
     from ranklog.agent.ship import assemble
     from ranklog.agent.tracked_file import TrackedFile
     from ranklog.metrics import create
@@ -323,8 +324,9 @@ def test_small_reads_parse_in_the_reading_thread_and_hand_the_open_record_over_b
             outcome = tf.read_step(next(sizes), idle_final=0.5, now=time.monotonic(), parse_here=False)
             if outcome.raw is None:
                 break
-            if pool.parses_here(tf, len(outcome.raw)):
-                chunk, _ = pool.parse_here(tf, outcome.raw, outcome.final)
+            if len(outcome.raw) < SMALL_READ and pool.lend(tf):
+                chunk, _ = tf.parse_read(outcome.raw, outcome.final)
+                pool.give_back(tf)
                 where.append("here")
                 if chunk is not None and chunk.rows:
                     tables.append(pa.Table.from_batches([chunk.batch]))

@@ -7,9 +7,9 @@ request will carry, the last two in a thread of its own beside the next parse �
 only reads, applies summaries and joins messages. What
 flows is raw bytes one way, through a slot of shared memory (:mod:`.piece_arena`; the pipe carries
 the slot number), and the (lz4-compressed, ~64 bytes a line) message back through the pipe. A short
-read of a few lines (under ``SMALL_READ``: a trickle's) of a file with none of its bytes in a worker
-is parsed in the reading thread instead (:meth:`ParsePool.parse_here`): its costs are set-up costs,
-which a worker pays for each read apart.
+read of a few lines (a trickle's) of a file with none of its bytes in a worker is parsed in the
+reading thread instead, with the round's other short reads (:meth:`ParsePool.lend`): its costs are
+set-up costs, which a worker pays for each read apart.
 
 Guarantees, unchanged by the workers:
 
@@ -58,7 +58,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chunk import Chunk
 from .parse_worker import read_frame, write_frame
 from .piece_arena import PieceArena
 from .tracked_file import TrackedFile
@@ -97,9 +96,6 @@ class _Worker:
     threads: list[threading.Thread] = field(default_factory=list)
 
 
-# A read shorter than this parses in the reading thread (ParsePool.parse_here): below it a read's set-up
-# costs (~1–2 ms) are at least about half its CPU (~1.5–2 µs a line, ~100 bytes a line).
-SMALL_READ = 64 * 1024
 _F_SETPIPE_SZ = 1031  # Linux fcntl: a pipe buffer as large as a piece's frame means fewer wake-ups
 
 
@@ -122,7 +118,7 @@ def _spawn(options: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
 class ParsePool:
     def __init__(self, workers: int, metrics, deliver: Callable[[Any], None], compression: str = "lz4",
                  training_metrics: list[str] | None = None, depth: int = 2, piece_bytes: int = 8_000_000,
-                 max_restarts: int = 5, restart_window: float = 60.0, small_read: int = SMALL_READ) -> None:
+                 max_restarts: int = 5, restart_window: float = 60.0) -> None:
         self._options = {"compression": compression, "training_metrics": list(training_metrics or [])}
         self._metrics = metrics
         self._deliver = deliver
@@ -133,7 +129,6 @@ class ParsePool:
         self._closing = False
         self.depth = depth  # pieces a worker holds at most, one arena slot each
         self.piece_bytes = piece_bytes
-        self.small_read = small_read  # reads shorter than this, of a file with nothing in a worker, parse here
         self._workers = [self._start(i) for i in range(workers)]
         self._home: dict[int, int] = {}  # file uid → worker index
         self._files: dict[int, TrackedFile] = {}
@@ -238,33 +233,28 @@ class ParsePool:
             worker.known.discard(tf.uid)
             worker.outbox.put(({"op": "forget", "file": tf.uid}, b""))
 
-    def parses_here(self, tf: TrackedFile, size: int) -> bool:
-        """Is a read of `size` bytes of `tf` parsed in the reading thread (:meth:`parse_here`)? A short
-        read (the file's end; a full one is a backlog's) of a few lines, with none of the file's in a worker."""
-        return size < min(self.small_read, self.piece_bytes) and tf.inflight == 0
-
-    def parse_here(self, tf: TrackedFile, data: bytes, final: bool) -> tuple[Chunk | None, int]:
-        """Parse a small read in the reading thread, as ``parse_workers: 1`` does: a trickle's reads
-        (a line or a few, with ``tail_interval`` a quarter second of one rank's lines) cost ~1–2 ms
-        each mostly in set-up — of a parse, a metrics summary, an IPC message — and in a worker
-        they pay all three for each read apart, plus the frames to and from it; here a read round's
-        summaries are made together (measured, bench_trickle, 2 workers, CPU-µs a line: 64 files at
-        1,280 lines/s 503.1 → 229.7, 8 files at 2,000 57.5 → 33.5; ``parse_workers: 1`` 241.4, 35.0).
-        Only a file with nothing in a worker or waiting for one, so its pieces stay in order: its
-        worker forgets it, the unconsumed rest moves from the held bytes to ``carry`` for the parse
-        and back after it, and the next piece sent to a worker starts at ``parse_offset`` with the
-        parser state the reading thread left (:meth:`_rehome`)."""
+    def lend(self, tf: TrackedFile) -> bool:
+        """Let the reading thread parse `tf`'s next read, if none of its bytes are in a worker or
+        waiting for one (so its pieces stay in order): its worker forgets it and its unconsumed rest
+        moves from the held bytes to ``carry``. :meth:`give_back` after the parse; the next piece
+        sent to a worker then starts at ``parse_offset`` with the parser state the reading thread
+        left (:meth:`_rehome`). The reading thread parses a trickle's short reads, many files' at
+        once (:func:`ranklog.parse.parse_many`), where a worker would pay a parse's, a metrics
+        summary's and an IPC message's set-up costs (~1–2 ms) for each read apart."""
+        if tf.inflight:
+            return False
         self._worker_of(tf)
         self._leave(self._workers[self._home[tf.uid]], tf)
         held = self._held[tf.uid]
         tf.carry = b"".join(held)
         held.clear()
-        try:
-            return tf.parse_read(data, final)
-        finally:
-            if tf.carry:
-                held.append(tf.carry)
-            tf.carry = b""
+        return True
+
+    def give_back(self, tf: TrackedFile) -> None:
+        """The reading thread parsed `tf`'s read (:meth:`lend`): its unconsumed rest is held here again."""
+        if tf.carry:
+            self._held[tf.uid].append(tf.carry)
+        tf.carry = b""
 
     def send(self, tf: TrackedFile, data: bytes, final: bool) -> None:
         """Parse `data` (the bytes of `tf` right after what was read before) in the file's worker (or a

@@ -149,7 +149,25 @@ class TrackedFile:
 
     def parse_read(self, data: bytes, final: bool) -> tuple[Chunk | None, int]:
         """Parse the bytes just read, after the pending rest in `carry`."""
-        return self._parse(self.carry + data if self.carry else data, final)
+        buffer = self.parse_input(data)
+        result = parse.parse(buffer, self.parse_offset, self.ctx, final=final, read_time_ns=time.time_ns())
+        return self.parsed(buffer, result), result.errors
+
+    def parse_input(self, data: bytes) -> bytes:
+        """What a parse of the bytes just read gets: the pending rest in `carry`, then `data` (the
+        context names the file's path and modification time now)."""
+        self.ctx.source = self.path
+        self.ctx.mtime_ns = os.fstat(self.fd).st_mtime_ns
+        return self.carry + data if self.carry else data
+
+    def parsed(self, buffer: bytes, result: parse.ParseResult) -> Chunk | None:
+        """`buffer` (from :meth:`parse_input`) was parsed into `result`: its unconsumed rest is the new
+        `carry`, the consumed bytes one chunk in file order."""
+        consumed = result.consumed
+        self.carry = buffer[consumed:] if consumed < len(buffer) else b""
+        if consumed == 0:
+            return None
+        return self.take(consumed, result.batch, copy.deepcopy(self.ctx.state))
 
     def resting(self, now: float) -> bool:
         return now < self.rest_until
@@ -181,17 +199,7 @@ class TrackedFile:
         """Parse what is left in `carry` as complete (before retiring the file)."""
         if self.key is None or not self.carry:
             return None, 0
-        return self._parse(self.carry, True)
-
-    def _parse(self, buffer: bytes, final: bool) -> tuple[Chunk | None, int]:
-        self.ctx.source = self.path
-        self.ctx.mtime_ns = os.fstat(self.fd).st_mtime_ns
-        result = parse.parse(buffer, self.parse_offset, self.ctx, final=final, read_time_ns=time.time_ns())
-        consumed = result.consumed
-        self.carry = buffer[consumed:] if consumed < len(buffer) else b""
-        if consumed == 0:
-            return None, result.errors
-        return self.take(consumed, result.batch, copy.deepcopy(self.ctx.state)), result.errors
+        return self.parse_read(b"", True)
 
     def take(self, consumed: int, batch, state: dict[str, Any], rows: int | None = None) -> Chunk | None:
         """The next `consumed` bytes from `parse_offset` were parsed into `batch` (or `rows` records a
