@@ -250,3 +250,32 @@ def test_once_caught_up_requests_wait_only_to_bound_a_trickle(tmp_path: Path) ->
         finally:
             shipper.stop()
     assert sorted(r.rows for r in archive.received) == [1, 3, 3, 7]  # two senders: either may answer first
+
+
+def test_a_run_of_reading_thread_chunks_travels_as_one_message(tmp_path: Path) -> None:
+    """A request of many small chunks (a trickle's, parsed in the reading thread) encodes each run of
+    them between worker-encoded chunks as one record batch message, not one per chunk (~50 µs each
+    whatever the size); the archive gets every row, in order, and a batch of another schema (a
+    record built from rows) is cast to the request's."""
+    from ranklog.agent.ship import encode_message
+
+    loss = rows_to_table([{"ts": 1_796_212_800 * 10**9, "level": "WARNING", "msg": "lost", "host": "h",
+                           "ip": "127.0.0.1", "source": "/x.log", "source_id": "h:1:2:ab", "offset": 5000,
+                           "format": "ranklog-agent"}]).to_batches()[0]
+    chunks = [Chunk("h:1:2:ab", i * 100, i * 100 + 100, {}, _batch(3, start=i * 100), 3) for i in range(4)]
+    encoded = Chunk("h:1:2:ab", 400, 500, {}, None, 5)
+    encoded.encoded = encode_message(_batch(5, start=400), arrow_schema())
+    chunks += [encoded, Chunk("h:1:2:ab", 500, 600, {}, _batch(2, start=500), 2),
+               Chunk("h:1:2:ab", 5000, 5000, {}, loss, 1)]
+    with scripted_archive() as archive:
+        shipper, _, acks = _shipper(tmp_path, [archive.url])
+        try:
+            for chunk in chunks:
+                shipper.submit(chunk)
+            assert len(_wait_acked(shipper, acks, len(chunks))) == len(chunks)
+        finally:
+            shipper.stop()
+    (table,) = archive.tables
+    assert table.column("offset").to_pylist() == [*(i * 100 + k * 10 for i in range(4) for k in range(3)),
+                                                  *range(400, 450, 10), 500, 510, 5000]
+    assert [len(batch) for batch in table.to_batches()] == [12, 5, 3]

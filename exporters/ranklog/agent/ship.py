@@ -145,6 +145,14 @@ def encode_message(batch, schema, compression: str = "lz4") -> bytes:
     return reader.read_next_message().serialize().to_pybytes()
 
 
+def joined(batches: list, schema):
+    """`batches` as one record batch of `schema`."""
+    import pyarrow as pa
+
+    batches = [batch if batch.schema.equals(schema) else batch.cast(schema) for batch in batches]
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
 def assemble(schema, messages: list[bytes]) -> bytes:
     """An IPC stream of `schema` (its metadata included) and record batch messages: the bytes
     :func:`encode` writes for the same batches."""
@@ -260,11 +268,23 @@ class Shipper:
                         self._busy -= 1
 
     def _first_part(self, request: Request) -> Part:
-        """The request as one part: each chunk's batch message (encoded by its parse worker, or here)."""
+        """The request as one part: the chunks' batch messages, a parse worker's as it encoded it, and
+        each run of chunks parsed in the reading thread as one (a trickle's request holds many chunks
+        of a few rows, and a message's encoding costs ~50 µs whatever its size)."""
         import numpy as np
 
-        messages = [c.encoded if c.encoded is not None else encode_message(c.batch, self._schema, self._cfg.compression)
-                    for c in request.chunks if c.rows]
+        messages: list[bytes] = []
+        run: list = []
+        for chunk in (c for c in request.chunks if c.rows):
+            if chunk.encoded is None:
+                run.append(chunk.batch)
+                continue
+            if run:
+                messages.append(encode_message(joined(run, self._schema), self._schema, self._cfg.compression))
+                run = []
+            messages.append(chunk.encoded)
+        if run:
+            messages.append(encode_message(joined(run, self._schema), self._schema, self._cfg.compression))
         spans = [(c.key, c.start, c.end) for c in request.chunks if c.rows and c.end > c.start]
         sent = np.concatenate([np.full(c.rows, c.maybe_sent) for c in request.chunks if c.rows])
         return Part(messages=messages, nrows=request.rows, spans=spans, maybe_sent=sent)
