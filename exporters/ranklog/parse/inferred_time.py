@@ -65,6 +65,20 @@ def infer_missing(ts: pa.Array, ctx: SourceContext, read_time_ns: int) -> tuple[
     return ts_array(filled), pa.array(reason, pa.string())
 
 
+def note_last_times(ts: pa.Array, ctxs: list[SourceContext], counts: list[int]) -> bool:
+    """For rows of several files (`counts` rows each, in order): if every row has its time, each file's
+    state takes its last, as :func:`infer_missing` would, and True; else False (nothing changed)."""
+    if ts.null_count:
+        return False
+    values = ts_ns(ts)
+    at = 0
+    for ctx, count in zip(ctxs, counts, strict=True):
+        at += count
+        if count:
+            ctx.state[STATE_KEY] = int(values[at - 1])
+    return True
+
+
 def mark(attrs: pa.Array, reasons: pa.Array) -> pa.Array:
     """attrs JSON with ``"ts_inferred": reason`` added where `reasons` is not null."""
     marked = pc.is_valid(reasons)

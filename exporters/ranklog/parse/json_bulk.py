@@ -25,6 +25,7 @@ from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, normalize_row,
 from .ansi import strip_ansi_text
 from .batch import build_batch, build_batch_many, concat, empty_batch, with_inferred_time
 from .contract import ParseResult
+from .inferred_time import note_last_times
 from .jsontext import join_members, json_member, note_unusable
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, blank_mask, split_lines
@@ -106,13 +107,13 @@ def parse_json_lines_many(items: Sequence[tuple[bytes, int, SourceContext, bool]
     batch = concat(batches)
     rows = np.bincount(owner[keep], minlength=len(joined)).tolist()
     errors = np.bincount(owner[np.asarray(reader.error_lines, dtype=np.int64)], minlength=len(joined)).tolist()
+    timed = note_last_times(batch.column("ts"), [items[i][2] for i in joined], rows)
     at = 0
     for k, i in enumerate(joined):
-        ctx = items[i][2]
         own = batch.slice(at, rows[k]) if rows[k] else empty_batch()
         at += rows[k]
-        results[i] = ParseResult(batch=with_inferred_time(own, ctx, read_time_ns), consumed=splits[i].consumed,
-                                 errors=errors[k])
+        results[i] = ParseResult(batch=own if timed else with_inferred_time(own, items[i][2], read_time_ns),
+                                 consumed=splits[i].consumed, errors=errors[k])
     return results
 
 
