@@ -46,58 +46,19 @@ def build_batch(ctx: SourceContext, base_offset: int, starts: Sequence[int] | np
 
     With `infer_time` False a missing `ts` stays null: the caller merges this batch with others of
     the same file and infers times over the merged order (:func:`with_inferred_time`)."""
-    n = len(starts)
-    if n == 0:
-        return empty_batch()
-    defaults = ctx.fields or {}
-    out: dict[str, pa.Array] = {}
-    inferred = None
-    for name in FIELDS:
-        kind = field_type(name)
-        column = columns.get(name)
-        if column is not None and len(column) != n:
-            raise ValueError(f"column {name} has {len(column)} values for {n} records")
-        if name == "offset":
-            out[name] = pa.array(np.asarray(starts, dtype=np.int64) + base_offset, pa.int64())
-            continue
-        if name == "attrs":
-            out[name] = _merge_attrs(column, defaults, n)
-            continue
-        if name in ("source", "source_id"):
-            out[name] = pa.repeat(pa.scalar(getattr(ctx, name), pa.string()), n)
-            continue
-        column = _typed(column, kind, n)
-        if name == "ts" and infer_time:
-            column, inferred = infer_missing(column, ctx, read_time_ns)
-        elif name == "level":
-            column = pc.fill_null(column, "UNKNOWN")
-        elif name == "msg":
-            column = strip_ansi(pc.fill_null(column, ""))
-        elif name == "exc":
-            column = strip_ansi(column)
-        elif name == "format":
-            column = pc.fill_null(column, ctx.format)
-        elif name in _CONTEXT_FIELDS:
-            column = pc.fill_null(column, getattr(ctx, name) or "unknown")
-        elif defaults.get(name) is not None:
-            column = pc.fill_null(column, pa.scalar(defaults[name]).cast(kind))
-        out[name] = column
-    if inferred is not None:
-        out["attrs"] = mark(out["attrs"], inferred)
-    return pa.RecordBatch.from_arrays([out[name] for name in FIELDS], schema=arrow_schema())
+    batch = build_batch_many([(ctx, base_offset, len(starts))], starts, columns)
+    return with_inferred_time(batch, ctx, read_time_ns) if infer_time else batch
 
 
 def build_batch_many(segments: Sequence[tuple[SourceContext, int, int]], starts: Sequence[int] | np.ndarray,
-                     columns: Mapping[str, pa.Array | None], read_time_ns: int) -> pa.RecordBatch:
-    """:func:`build_batch` of rows from several files' reads at once (:func:`ranklog.parse.parse_many`):
+                     columns: Mapping[str, pa.Array | None]) -> pa.RecordBatch:
+    """:func:`build_batch` of rows from one or several files' reads (:func:`ranklog.parse.parse_many`):
     `segments` are (ctx, base offset, rows) of consecutive runs of rows, the base offset being what
     turns a row's position in the buffer into its offset in its file. Each row gets its own file's
-    context exactly as build_batch gives it; missing times are not inferred (the caller does that
-    per file, :func:`with_inferred_time`)."""
-    if len(segments) == 1:
-        ctx, base_offset, _ = segments[0]
-        return build_batch(ctx, base_offset, starts, columns, read_time_ns, infer_time=False)
+    context; missing times stay null (:func:`with_inferred_time`, per file)."""
     n = len(starts)
+    if n == 0:
+        return empty_batch()
     ctxs = [ctx for ctx, _, _ in segments]
     counts = np.array([rows for _, _, rows in segments], dtype=np.int64)
     out: dict[str, pa.Array] = {}
@@ -107,7 +68,8 @@ def build_batch_many(segments: Sequence[tuple[SourceContext, int, int]], starts:
         if column is not None and len(column) != n:
             raise ValueError(f"column {name} has {len(column)} values for {n} records")
         if name == "offset":
-            bases = np.repeat(np.array([base for _, base, _ in segments], dtype=np.int64), counts)
+            bases = segments[0][1] if len(segments) == 1 else np.repeat(
+                np.array([base for _, base, _ in segments], dtype=np.int64), counts)
             out[name] = pa.array(np.asarray(starts, dtype=np.int64) + bases, pa.int64())
             continue
         if name == "attrs":
@@ -142,19 +104,24 @@ def _per_row(values: Sequence[Any], counts: np.ndarray, kind: pa.DataType) -> pa
 
 
 def _fill(column: pa.Array, values: Sequence[Any], counts: np.ndarray, kind: pa.DataType) -> pa.Array:
-    """`column`'s nulls filled with each row's own default (None: left null), as build_batch fills them."""
+    """`column`'s nulls filled with each row's own default (None: left null), cast to the field's type."""
     if all(value is None for value in values):
         return column
-    if len(set(map(repr, values))) == 1:
-        return pc.fill_null(column, pa.scalar(values[0]).cast(kind))
-    defaults = [None if value is None else pa.scalar(value).cast(kind) for value in values]
-    return pc.coalesce(column, _per_row([d.as_py() if d is not None else None for d in defaults], counts, kind))
+    if len(values) == 1 or len(set(map(repr, values))) == 1:
+        return column if column.null_count == 0 else pc.fill_null(column, _scalar(values[0], kind))
+    defaults = [None if value is None else _scalar(value, kind).as_py() for value in values]
+    return pc.coalesce(column, _per_row(defaults, counts, kind))
+
+
+def _scalar(value: Any, kind: pa.DataType) -> pa.Scalar:
+    """A default as a scalar of the field's type (a string one directly: a scalar cast costs ~30 µs)."""
+    return pa.scalar(value, kind) if kind == pa.string() and isinstance(value, str) else pa.scalar(value).cast(kind)
 
 
 def _merge_attrs_many(column: pa.Array | None, ctxs: Sequence[SourceContext], counts: np.ndarray,
                       n: int) -> pa.Array:
-    if not any(_layout(ctx.fields or {}) for ctx in ctxs):
-        return _merge_attrs(column, {}, n)
+    if len(ctxs) == 1 or not any(_layout(ctx.fields or {}) for ctx in ctxs):
+        return _merge_attrs(column, ctxs[0].fields or {}, n)
     column = _merge_attrs(column, {}, n)
     pieces, at = [], 0
     for ctx, count in zip(ctxs, counts.tolist(), strict=True):

@@ -103,7 +103,7 @@ def parse_json_lines_many(items: Sequence[tuple[bytes, int, SourceContext, bool]
         runs = np.flatnonzero(np.diff(owner[idx], prepend=-1))  # first row of each read's run
         segments = [(items[joined[k]][2], bases[k], int(rows)) for k, rows in
                     zip(owner[idx][runs].tolist(), np.diff(np.append(runs, len(idx))).tolist(), strict=True)]
-        batches.append(build_batch_many(segments, lines.starts[idx], cols, read_time_ns))
+        batches.append(build_batch_many(segments, lines.starts[idx], cols))
     batch = concat(batches)
     rows = np.bincount(owner[keep], minlength=len(joined)).tolist()
     errors = np.bincount(owner[np.asarray(reader.error_lines, dtype=np.int64)], minlength=len(joined)).tolist()
