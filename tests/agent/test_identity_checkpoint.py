@@ -87,3 +87,28 @@ def test_corrupt_checkpoint_is_reported_not_ignored(tmp_path: Path) -> None:
         assert "checkpoint" in str(exc)
     else:
         raise AssertionError("a corrupt checkpoint must not silently restart from zero")
+
+
+def test_a_file_is_in_the_backlog_from_the_poll_that_finds_it(tmp_path: Path) -> None:
+    """A file discovery just opened counts in the backlog gauge at once: a gauge of 0 until the next
+    poll noted its size told a watcher (and a test waiting for idle) that nothing was left to ship
+    while a busy first read round was still to come."""
+    import prometheus_client
+
+    from ranklog.agent.discover import Opened
+    from ranklog.agent.file_tracker import FileTracker
+    from ranklog.metrics import create
+    from tests.agent.test_config_discover import _cfg
+
+    cfg = _cfg(tmp_path, "--source", f"{tmp_path}/*.log")
+    path = tmp_path / "train.log"
+    path.write_bytes(b"2026-12-02 13:04:05,123 - t - INFO - hello\n" * 100)
+    tracker = FileTracker(cfg, create("agent", prometheus_client.CollectorRegistry()))
+    fd = os.open(path, os.O_RDONLY)
+    spec = cfg.sources[0]
+    tracker.poll({str(path): spec}, [Opened(str(path), spec, fd, os.fstat(fd))])
+    try:
+        assert tracker.stats()["files"] == 1
+        assert tracker.backlog()[0] == path.stat().st_size
+    finally:
+        tracker.close()

@@ -315,8 +315,10 @@ class FileTracker:
         fields: dict[str, Any] = {}
         if item.spec.format != "auto":
             _, fields = resolve_format(item.path, item.spec.format)
-        self._add(TrackedFile(path=item.path, fd=item.fd, format=item.spec.format, fields=fields,
-                              options=dict(item.spec.options), resend_below=item.st.st_size if self._starting else 0))
+        tf = TrackedFile(path=item.path, fd=item.fd, format=item.spec.format, fields=fields,
+                         options=dict(item.spec.options), resend_below=item.st.st_size if self._starting else 0)
+        tf.note_size(item.st.st_size, time.time())  # in the backlog from this poll on, not the next
+        self._add(tf)
 
     def _follow_rename(self, path: str) -> None:
         try:
