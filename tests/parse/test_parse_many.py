@@ -40,6 +40,15 @@ FILES = [
     ("json", b"\n".join(json.dumps({"body": f"b{i}", "lvl": "info", "ts": "2026-12-02T13:04:05Z"}).encode()
                         for i in range(15)) + b"\n", {}, {"mapping": {"body": "msg"}}),
     ("python", CORPUS["python"], {}, {}),
+    ("python", CORPUS["python"].replace(b"[rank3]:", b"") + b"  trailing continuation\n", {"rank": 2}, {}),
+    ("python", b"".join(b"2026-12-02 13:04:%02d,000 - t - INFO - line %d\n" % (i % 60, i) for i in range(40)),
+     {"job": "j"}, {"multiline_max_lines": 3}),
+    ("torchrun", CORPUS["torchrun"], {}, {}),
+    ("torchrun", CORPUS["torchrun"].replace(b"default1", b"trainer1"), {"attempt": 1}, {}),
+    ("text", CORPUS["text"], {}, {}),
+    ("ranklog-text", CORPUS["ranklog-text"], {"rank": 4}, {}),
+    ("ranklog-text", CORPUS["ranklog-text"] + b"\n2026-12-02T13:04:06Z WARNING x [rank=5] again\n", {}, {}),
+    ("ray", CORPUS["ray"], {}, {}),
 ]
 
 
@@ -113,13 +122,36 @@ def test_reads_parsed_together_equal_reads_parsed_alone(sizes):
 
 
 def test_one_group_of_reads_takes_one_pass(monkeypatch):
-    """Five JSON-lines reads of two formats and two json mappings: three reader passes (ranklog ×3 →
-    one, the two default-mapping json reads → one, the one with its own mapping alone), and the
-    text read is parsed on its own."""
+    """Six JSON-lines reads of two formats and two json mappings: three reader passes (ranklog ×3 →
+    one, the two default-mapping json reads → one, the one with its own mapping alone); the Python
+    reads take no JSON reader."""
     passes = []
     original = json_bulk._BlockReader.read
     monkeypatch.setattr(json_bulk._BlockReader, "read", lambda self, idx: (passes.append(len(idx)), original(self, idx)))
-    items = [(data[:data.index(b"\n", 200) + 1], 0, ctx, False) for (_, data, _, _), ctx in zip(FILES, _contexts(),
-                                                                                                 strict=True)]
+    items = [(data[:data.index(b"\n", 200) + 1], 0, ctx, False) for (fmt, data, _, _), ctx in zip(FILES, _contexts(),
+                                                                                                   strict=True)
+             if fmt in ("ranklog", "json", "python")]
     _check_round(items)  # parse alone: one pass a JSON read (six), then together
     assert len(passes) == 6 + 3
+
+
+def test_text_reads_of_one_format_share_one_pass_of_the_line_kernels(monkeypatch):
+    """Python, torchrun, text and ranklog-text reads: the per-line kernels (prefixes, layouts, kinds)
+    run once a format and options, a record is grouped per read (a traceback never runs into another file), and
+    Ray's reads (markers: role and job run on from line to line) are parsed one by one."""
+    from ranklog.parse import text_layouts
+
+    marks = []
+    original = text_layouts._mark
+    monkeypatch.setattr(text_layouts, "_mark", lambda *args: (marks.append(len(args[1])), original(*args))[1])
+    items = [(data[:data.index(b"\n", 300) + 1], 0, ctx, False) for (fmt, data, _, _), ctx in zip(FILES, _contexts(),
+                                                                                                   strict=True)
+             if fmt not in ("ranklog", "json")]
+    (ray,) = [(data, base, copy.deepcopy(ctx), final) for data, base, ctx, final in items if ctx.format == "ray"]
+    parse(ray[0], ray[1], ray[2], final=ray[3], read_time_ns=READ_TIME_NS)
+    per_ray_read = len(marks)  # (Ray's parser runs the text engine more than once)
+    marks.clear()
+    _check_round(items)  # each read alone, then together
+    groups = {(ctx.format, json.dumps(ctx.options)) for _, _, ctx, _ in items if ctx.format != "ray"}
+    assert len(items) - 1 == 8 and len(groups) == 5  # the Python read with its own options: a group of its own
+    assert len(marks) == (8 + per_ray_read) + (5 + per_ray_read)

@@ -23,9 +23,9 @@ import pyarrow.json as pa_json
 from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, normalize_row, ts_array
 
 from .ansi import strip_ansi_text
-from .batch import build_batch, build_batch_many, concat, empty_batch, with_inferred_time
+from .batch import build_batch, build_batch_many, concat, with_inferred_time
 from .contract import ParseResult
-from .inferred_time import note_last_times
+from .joined import Read, join_reads, max_line_bytes
 from .jsontext import join_members, json_member, note_unusable
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, blank_mask, split_lines
@@ -58,7 +58,7 @@ def parse_json_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
 
     Missing times are inferred over the whole piece (not per block of the reader's bisection), so a
     line's time does not depend on which other lines failed the fast path."""
-    lines = split_lines(data, final=final, max_line_bytes=_max_line(ctx))
+    lines = split_lines(data, final=final, max_line_bytes=max_line_bytes(ctx))
     keep = np.flatnonzero(~blank_mask(data, lines))
     reader = _BlockReader(data, lines, mapping, extras_hook, ctx.options.get("timezone", "UTC"))
     reader.read(keep)
@@ -69,56 +69,29 @@ def parse_json_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
     return ParseResult(batch=batch, consumed=lines.consumed, errors=reader.errors)
 
 
-def parse_json_lines_many(items: Sequence[tuple[bytes, int, SourceContext, bool]], *, read_time_ns: int,
-                          mapping: Mapping_) -> list[ParseResult]:
+def parse_json_lines_many(reads: Sequence[Read], *, read_time_ns: int, mapping: Mapping_) -> list[ParseResult]:
     """:func:`parse_json_lines` of several files' reads — (data, base_offset, ctx, final), one format and
-    options — in one pass: their complete lines are joined into one buffer, read and built as one
-    batch (each row with its own file's context, :func:`build_batch_many`), and cut back into a
-    result per read, with missing times inferred per file. A parse's set-up costs ~0.8 ms whatever
-    its size (the JSON reader, ~15 column conversions, the batch builder), and a trickle's reads
-    hold a few lines each; the results are those of parsing each read alone
-    (tests/parse/test_parse_many.py). A read whose last complete line has no newline (a final
-    flush, a cut line) is parsed alone: joined, it would run into the next read's first line."""
-    splits = [split_lines(data, final=final, max_line_bytes=_max_line(ctx)) for data, _, ctx, final in items]
-    alone = [lines.consumed and data[lines.consumed - 1] != 10 for (data, *_), lines in zip(items, splits, strict=True)]
-    results: list[ParseResult | None] = [
-        parse_json_lines(*item[:3], final=item[3], read_time_ns=read_time_ns, mapping=mapping) if cut else None
-        for item, cut in zip(items, alone, strict=True)]
-    joined = [i for i, cut in enumerate(alone) if not cut]
-    if not joined:
-        return results
-    positions = np.cumsum([0] + [splits[i].consumed for i in joined[:-1]]).tolist()  # each read's place in `data`
-    data = b"".join(items[i][0][:splits[i].consumed] for i in joined)
-    counts = np.array([len(splits[i]) for i in joined], dtype=np.int64)
-    lines = Lines(starts=np.concatenate([splits[i].starts + at for i, at in zip(joined, positions, strict=True)]),
-                  ends=np.concatenate([splits[i].ends + at for i, at in zip(joined, positions, strict=True)]),
-                  consumed=len(data), cut=False)
-    keep = np.flatnonzero(~blank_mask(data, lines))
-    reader = _BlockReader(data, lines, mapping, None, items[joined[0]][2].options.get("timezone", "UTC"))
-    reader.read(keep)
-    owner = np.repeat(np.arange(len(joined)), counts)  # line → its read (index into `joined`)
-    bases = [items[i][1] - at for i, at in zip(joined, positions, strict=True)]
-    batches = []
-    for idx, cols in reader.pieces:
-        runs = np.flatnonzero(np.diff(owner[idx], prepend=-1))  # first row of each read's run
-        segments = [(items[joined[k]][2], bases[k], int(rows)) for k, rows in
-                    zip(owner[idx][runs].tolist(), np.diff(np.append(runs, len(idx))).tolist(), strict=True)]
-        batches.append(build_batch_many(segments, lines.starts[idx], cols))
-    batch = concat(batches)
-    rows = np.bincount(owner[keep], minlength=len(joined)).tolist()
-    errors = np.bincount(owner[np.asarray(reader.error_lines, dtype=np.int64)], minlength=len(joined)).tolist()
-    timed = note_last_times(batch.column("ts"), [items[i][2] for i in joined], rows)
-    at = 0
-    for k, i in enumerate(joined):
-        own = batch.slice(at, rows[k]) if rows[k] else empty_batch()
-        at += rows[k]
-        results[i] = ParseResult(batch=own if timed else with_inferred_time(own, items[i][2], read_time_ns),
-                                 consumed=splits[i].consumed, errors=errors[k])
-    return results
-
-
-def _max_line(ctx: SourceContext) -> int:
-    return int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024))
+    options — in one pass (:mod:`.joined`): their complete lines are read and built as one batch,
+    each row with its own file's context (:func:`build_batch_many`). The results are those of
+    parsing each read alone (tests/parse/test_parse_many.py)."""
+    alone, joined, reads_joined = join_reads(reads)
+    results: dict[int, ParseResult] = {
+        i: parse_json_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, mapping=mapping)
+        for i in alone}
+    if reads_joined is not None:
+        data, lines = reads_joined.data, reads_joined.lines
+        keep = np.flatnonzero(~blank_mask(data, lines))
+        reader = _BlockReader(data, lines, mapping, None, reads_joined.reads[0][2].options.get("timezone", "UTC"))
+        reader.read(keep)
+        batch = concat([build_batch_many(reads_joined.segments(idx), lines.starts[idx], cols)
+                        for idx, cols in reader.pieces])
+        count = len(joined)
+        rows = np.bincount(reads_joined.owner[keep], minlength=count).tolist()
+        errors = np.bincount(reads_joined.owner[np.asarray(reader.error_lines, dtype=np.int64)],
+                             minlength=count).tolist()
+        consumed = [split.consumed for split in reads_joined.splits]
+        results.update(zip(joined, reads_joined.results(batch, rows, errors, consumed, read_time_ns), strict=True))
+    return [results[i] for i in range(len(reads))]
 
 
 class _BlockReader:

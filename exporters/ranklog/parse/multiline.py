@@ -37,6 +37,7 @@ points that is a single line (plus blank lines) is a record without walking.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -92,6 +93,12 @@ class Group:
     @property
     def last(self) -> int:
         return self.lines[-1]
+
+    def shifted(self, lines: int) -> Group:
+        """This record with its line indices `lines` further on (its read joined after others')."""
+        return dataclasses.replace(self, start=self.start + lines, lines=[i + lines for i in self.lines],
+                                   exception_lines=[i + lines for i in self.exception_lines],
+                                   blanks=[i + lines for i in self.blanks])
 
     @property
     def last_seen(self) -> int:

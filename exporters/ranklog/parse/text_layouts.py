@@ -16,7 +16,7 @@ name goes to ``attrs`` (``file``, ``tid``, …).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -28,12 +28,13 @@ import pyarrow.compute as pc
 from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
 
 from .arrowbytes import first_bytes, value_lengths
-from .batch import build_batch, empty_batch
+from .batch import build_batch, build_batch_many, empty_batch
 from .contract import ParseResult
 from .groups import extract_groups
+from .joined import Read, join_reads, max_line_bytes
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
-from .lines import decode_lines, split_lines
+from .lines import Lines, decode_lines, split_lines
 from .multiline import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -96,40 +97,112 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
                      fmt: TextFormat, infer_time: bool = True) -> ParseResult:
     """Parse the complete records of `data` with `fmt` (see the module docstring)."""
     options = ctx.options
-    lines = split_lines(data, final=final, max_line_bytes=int(options.get("max_line_bytes", 16 * 1024 * 1024)))
+    lines = split_lines(data, final=final, max_line_bytes=max_line_bytes(ctx))
     n = len(lines)
     if n == 0:
         return ParseResult(empty_batch(), lines.consumed, 0)
-    body = decode_lines(data, lines)
-    prefix_fields, streams, body = _peel_prefixes(body, fmt.prefixes)
-    header_fields, header = _match_layouts(body, fmt, options.get("timezone", "UTC"), read_time_ns)
-    severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
-    kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header,
-                      interjections=fmt.interjections)
-    grouping = group_lines(
-        kinds, lines.ends - lines.starts, streams, final=final or lines.cut,  # a cut line ends what it is in
-        max_lines=int(options.get("multiline_max_lines", DEFAULT_MAX_LINES)),
-        max_bytes=int(options.get("multiline_max_bytes", DEFAULT_MAX_BYTES)),
-    )
-    consumed = lines.consumed if grouping.cut >= n else int(lines.starts[grouping.cut])
+    marked = _mark(data, lines, fmt, options.get("timezone", "UTC"), read_time_ns)
+    grouping, consumed = _group(marked, 0, n, lines, final=final or lines.cut, options=options)  # a cut line ends what it is in
     if not len(grouping.starts):
         return ParseResult(empty_batch(), consumed, 0)
     if lines.cut:
         last = int(grouping.starts[-1])
-        cut_group = grouping.multi.get(last) or Group(start=last, header=bool(header[last]), lines=[last], roles=["m"])
+        cut_group = grouping.multi.get(last) or Group(start=last, header=bool(marked.header[last]), lines=[last],
+                                                      roles=["m"])
         if cut_group.last == n - 1:
             cut_group.split = cut_group.split or "line_cut"
             grouping.multi[last] = cut_group
-    columns = _records(grouping, kinds, body, header_fields, prefix_fields, ctx)
+    columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields, ctx)
     first = grouping.starts
     batch = build_batch(ctx, base_offset, lines.starts[first], columns, read_time_ns, infer_time=infer_time)
     return ParseResult(batch, consumed, count_unusable(batch.column("attrs")))
 
 
+def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: TextFormat) -> list[ParseResult]:
+    """:func:`parse_text_lines` of several files' reads (one format and options) in one pass
+    (:mod:`.joined`): prefixes, layouts and line kinds — the regex kernels, whose patterns RE2
+    compiles at every call — run once over all their lines; lines are grouped into records per
+    read (a record never spans two files), and records are built as one batch, each with its own
+    file's context. Not for a format with Ray's markers, whose role and job run on from line to
+    line; a read whose file carries a marker's role or job is parsed alone. The results are those of
+    parsing each read alone (tests/parse/test_parse_many.py)."""
+    stateful = {i for i, (_, _, ctx, _) in enumerate(reads) if fmt.markers or ctx.state.get("role") is not None
+                or ctx.state.get("job") is not None}
+    alone, joined, together = join_reads([read for i, read in enumerate(reads) if i not in stateful])
+    index = [i for i in range(len(reads)) if i not in stateful]
+    solo = sorted(stateful | {index[i] for i in alone})
+    results: dict[int, ParseResult] = {i: parse_text_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns,
+                                                           fmt=fmt) for i in solo}
+    if together is None:
+        return [results[i] for i in range(len(reads))]
+    first_ctx = together.reads[0][2]
+    marked = _mark(together.data, together.lines, fmt, first_ctx.options.get("timezone", "UTC"), read_time_ns)
+    starts, multi, rows, consumed = [], {}, [], []
+    for (lo, hi), own, (_, _, ctx, final) in zip(together.line_ranges(), together.splits, together.reads, strict=True):
+        if hi == lo:
+            grouping, used = Grouping(np.zeros(0, dtype=np.int64), {}, 0), own.consumed
+        else:
+            grouping, used = _group(marked, lo, hi, own, final=final, options=ctx.options)
+        starts.append(grouping.starts + lo)
+        multi.update((start + lo, group.shifted(lo)) for start, group in grouping.multi.items())
+        rows.append(len(grouping.starts))
+        consumed.append(used)
+    grouping = Grouping(np.concatenate(starts), multi, len(together.lines))
+    if len(grouping.starts):
+        columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields, first_ctx)
+        batch = build_batch_many(together.segments(grouping.starts), together.lines.starts[grouping.starts], columns)
+    else:
+        batch = empty_batch()
+    attrs = batch.column("attrs")
+    ends = np.cumsum(rows).tolist()
+    errors = [count_unusable(attrs.slice(end - count, count)) if count else 0 for end, count in zip(ends, rows, strict=True)]
+    results.update(zip([index[i] for i in joined], together.results(batch, rows, errors, consumed, read_time_ns),
+                       strict=True))
+    return [results[i] for i in range(len(reads))]
+
+
+@dataclass
+class _Marked:
+    """Every line's columns from the per-line kernels: what grouping and records need."""
+
+    body: pa.Array  # the line without its prefixes
+    prefix_fields: dict[str, pa.Array]
+    streams: list[str] | None  # per line, the prefixes it had (None: no line had one)
+    prefixed: np.ndarray  # lines that had a prefix
+    header_fields: dict[str, pa.Array]
+    header: np.ndarray  # lines a layout matched
+    kinds: np.ndarray
+    lengths: np.ndarray
+
+
+def _mark(data: bytes, lines: Lines, fmt: TextFormat, tz: str, read_time_ns: int) -> _Marked:
+    body = decode_lines(data, lines)
+    prefix_fields, streams, prefixed, body = _peel_prefixes(body, fmt.prefixes)
+    header_fields, header = _match_layouts(body, fmt, tz, read_time_ns)
+    severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
+    kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header,
+                      interjections=fmt.interjections)
+    return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts)
+
+
+def _group(marked: _Marked, lo: int, hi: int, lines: Lines, *, final: bool, options: dict) -> tuple[Grouping, int]:
+    """Records of one read's lines [lo, hi) of `marked` (`lines`: the read's own), and its bytes consumed."""
+    prefixed = marked.streams is not None and marked.prefixed[lo:hi].any()  # as a parse of this read alone
+    grouping = group_lines(
+        marked.kinds[lo:hi], marked.lengths[lo:hi], marked.streams[lo:hi] if prefixed else None, final=final,
+        max_lines=int(options.get("multiline_max_lines", DEFAULT_MAX_LINES)),
+        max_bytes=int(options.get("multiline_max_bytes", DEFAULT_MAX_BYTES)),
+    )
+    consumed = lines.consumed if grouping.cut >= hi - lo else int(lines.starts[grouping.cut])
+    return grouping, consumed
+
+
 # -- prefixes --------------------------------------------------------------------------------------
-def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]) -> tuple[dict[str, pa.Array], list[str] | None, pa.Array]:
+def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]
+                   ) -> tuple[dict[str, pa.Array], list[str] | None, np.ndarray, pa.Array]:
     fields: dict[str, pa.Array] = {}
     stream: pa.Array | None = None
+    prefixed = np.zeros(len(body), dtype=bool)
     for pattern in prefixes:
         # (the check leaves out the rest of the line: on a line it always matches, and without it RE2
         # stops at the prefix instead of reading every line to its end)
@@ -138,6 +211,7 @@ def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]) -> tuple[dict[str,
         wrapped = f"^(?P<_prefix>{pattern.lstrip('^')})(?P<_rest>.*)$"
         found = extract_groups(body, wrapped)
         matched = found.is_valid()
+        prefixed |= np.asarray(matched)
         prefix_text = pc.if_else(matched, found.field("_prefix"), "")
         stream = prefix_text if stream is None else pc.binary_join_element_wise(stream, prefix_text, "")
         for name in found.type.names if hasattr(found.type, "names") else [f.name for f in found.type]:
@@ -146,7 +220,7 @@ def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]) -> tuple[dict[str,
             value = _blank_to_null(pc.if_else(matched, found.field(name), pa.scalar(None, pa.string())))
             fields[name] = value if name not in fields else pc.coalesce(fields[name], value)
         body = pc.if_else(matched, found.field("_rest"), body)
-    return fields, (stream.to_pylist() if stream is not None else None), body
+    return fields, (stream.to_pylist() if stream is not None else None), prefixed, body
 
 
 # -- layouts ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..text_layouts import Layout, TextFormat, parse_text_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines, parse_text_lines_many
 
 if TYPE_CHECKING:
     from ..contract import ParseResult, SourceContext
@@ -51,4 +51,9 @@ def parse_python(data: bytes, base_offset: int, ctx: SourceContext, *, final: bo
     return parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=PYTHON)
 
 
+def parse_python_many(reads, *, read_time_ns: int) -> list[ParseResult]:
+    return parse_text_lines_many(reads, read_time_ns=read_time_ns, fmt=PYTHON)
+
+
 PARSERS = {"python": parse_python}
+PARSERS_MANY = {"python": parse_python_many}

@@ -12,7 +12,7 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from ..text_layouts import Layout, TextFormat, parse_text_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines, parse_text_lines_many
 from .python import LEVEL_WORD, PYTHON_LAYOUTS, TS
 
 if TYPE_CHECKING:
@@ -73,4 +73,9 @@ def _number(value: str) -> object:
     return number if math.isfinite(number) else value
 
 
+def parse_ranklog_text_many(reads, *, read_time_ns: int) -> list[ParseResult]:
+    return parse_text_lines_many(reads, read_time_ns=read_time_ns, fmt=RANKLOG_TEXT_FORMAT)
+
+
 PARSERS = {"ranklog-text": parse_ranklog_text}
+PARSERS_MANY = {"ranklog-text": parse_ranklog_text_many}

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ranklog.errors import ConfigError
 
-from ..text_layouts import Layout, TextFormat, parse_text_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines, parse_text_lines_many
 
 if TYPE_CHECKING:
     from ..contract import ParseResult, SourceContext
@@ -45,4 +45,10 @@ def parse_text(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool
     return parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=fmt)
 
 
+def parse_text_many(reads, *, read_time_ns: int) -> list[ParseResult]:
+    """Reads of one options (parse.parse_many groups them so): one regex."""
+    return parse_text_lines_many(reads, read_time_ns=read_time_ns, fmt=text_format(reads[0][2].options.get("regex")))
+
+
 PARSERS = {"text": parse_text}
+PARSERS_MANY = {"text": parse_text_many}

@@ -23,7 +23,7 @@ from ranklog.record import parse_ts, ts_array
 
 from ..batch import build_batch, empty_batch
 from ..contract import ParseResult
-from ..text_layouts import TextFormat, parse_text_lines
+from ..text_layouts import TextFormat, parse_text_lines, parse_text_lines_many
 from .python import PYTHON_LAYOUTS, RANK_PREFIX
 
 if TYPE_CHECKING:
@@ -90,4 +90,9 @@ def _number_or_text(value: Any) -> Any:
     return value
 
 
+def parse_torchrun_many(reads, *, read_time_ns: int) -> list[ParseResult]:
+    return parse_text_lines_many(reads, read_time_ns=read_time_ns, fmt=TORCHRUN)
+
+
 PARSERS = {"torchrun": parse_torchrun, "torchrun-error": parse_torchrun_error}
+PARSERS_MANY = {"torchrun": parse_torchrun_many}
