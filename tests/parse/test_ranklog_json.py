@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 from datetime import datetime, timezone
 
 from ranklog.parse import parse
@@ -132,3 +135,28 @@ def test_invalid_utf8_inside_a_value_is_replaced_in_a_block_the_json_reader_take
     assert got[11]["msg"] == "step \ufffd11" and got[4]["msg"] == "step 4"
     assert got[4]["level"] == "UNKNOWN"  # "\ufffd" is no level name
     table.validate(full=True)
+
+
+def test_a_line_that_is_not_an_object_is_kept_as_text_wherever_it_falls_in_a_block():
+    """pyarrow's JSON reader crashes the process on a block whose first line is ``null`` (pyarrow 26: a
+    segfault, the agent gone) and turns a ``null`` further down into a record of nulls; such lines
+    must take the line path, wherever the reader's blocks start: every one a text record with its
+    parse error. Run in a child process, so that a crash fails this test and not the session."""
+    script = textwrap.dedent('''
+        import json, time
+        from ranklog import parse
+        ctx = parse.SourceContext(source="/x", source_id="s", format="ranklog", host="h", ip="1")
+        good = [b'{"ts": "2026-12-02T13:04:05Z", "msg": "good %d"}' % i for i in range(6)]
+        out = []
+        for lines in (b"null", *good), (*good[:3], b"null", *good[3:]), (b"  null", b"true", *good):
+            result = parse.parse(b"\\n".join(lines) + b"\\n", 0, ctx, final=False, read_time_ns=time.time_ns())
+            out.append([result.batch.column("format").to_pylist(), result.batch.column("msg").to_pylist(), result.errors])
+        print(json.dumps(out))
+    ''')
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"the parse crashed ({done.returncode}): {done.stderr[-1000:]}"
+    first, middle, spaced = json.loads(done.stdout)
+    assert first == [["text"] + ["ranklog"] * 6, ["null"] + [f"good {i}" for i in range(6)], 1]
+    assert middle == [["ranklog"] * 3 + ["text"] + ["ranklog"] * 3,
+                      [f"good {i}" for i in range(3)] + ["null"] + [f"good {i}" for i in range(3, 6)], 1]
+    assert spaced[0][:2] == ["text", "text"] and spaced[2] == 2

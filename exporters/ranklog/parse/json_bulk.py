@@ -101,6 +101,7 @@ class _BlockReader:
                  tz: str) -> None:
         self.data = data
         self._buffer = pa.py_buffer(data)
+        self._bytes = np.frombuffer(data, dtype=np.uint8)
         self.lines = lines
         self.mapping = {name: tuple(keys) for name, keys in mapping.items()}
         self.mapped_keys = frozenset(k for keys in self.mapping.values() for k in keys)
@@ -140,7 +141,10 @@ class _BlockReader:
     def _bulk(self, idx: np.ndarray) -> dict[str, pa.Array]:
         lo, hi = int(self.lines.starts[idx[0]]), int(self.lines.ends[idx[-1]])
         block = self._buffer.slice(lo, hi - lo)  # zero-copy view of the lines
-        if self._too_deep(idx):
+        if self._too_deep(idx) or not (self._bytes[self.lines.starts[idx]] == 0x7B).all():
+            # pyarrow's reader takes JSON objects only: a block whose first line is `null` crashes the
+            # process (pyarrow 26), a `null` later in it becomes a record of nulls; a line that does
+            # not start with "{" takes the line path, which keeps it as text with its parse error
             raise _Fallback
         try:
             table = pa_json.read_json(
