@@ -3,9 +3,9 @@
 One thread reads and parses, one updates metrics from the parsed batches (:mod:`.metrics_thread`;
 pyarrow releases the GIL in its kernels, so they overlap); ``senders`` threads encode and POST
 requests. With ``parse_workers`` > 1 worker processes parse (:mod:`.parse_pool`), so reading,
-parsing and shipping overlap on several cores; the reading thread parses only a short read of a
-few lines of a file with nothing in a worker — a trickle's, whose per-read set-up costs a worker
-would pay apart for each (:meth:`.ParsePool.parse_here`). Parsed pieces and
+parsing and shipping overlap on several cores; the reading thread parses only a read round's short
+reads (a trickle's few lines a file) of files with nothing in a worker, all together, whose per-read
+set-up costs a worker would pay apart for each (:meth:`.ParsePool.lend`). Parsed pieces and
 acknowledged chunks come back through one event queue and only the main thread touches tracked
 files and checkpoints, so there is no shared mutable state but those queues and the in-flight byte
 budget. On stop, reading ends, what was already read gets ``shutdown_timeout``
