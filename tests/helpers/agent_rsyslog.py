@@ -53,7 +53,11 @@ def tree_cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     total = sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
     for child in Path(f"/proc/{pid}/task").glob("*/children"):
-        for text in child.read_text().split():
+        try:
+            listed = child.read_text().split()
+        except OSError:
+            continue  # the thread ended since the glob (a thread of pyarrow's pool, a sender's)
+        for text in listed:
             try:
                 total += tree_cpu_seconds(int(text))
             except OSError:
