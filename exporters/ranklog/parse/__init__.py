@@ -45,8 +45,8 @@ def parse(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, rea
 
 def parse_many(items: Sequence[tuple[bytes, int, SourceContext, bool]], *, read_time_ns: int) -> list[ParseResult]:
     """:func:`parse` of several files' reads, (data, base_offset, ctx, final) each: reads of one format
-    and options whose format can (``PARSERS_MANY``: the JSON-lines formats) are parsed together in
-    one pass over all their lines, the others one by one. The results, and each ctx's state after,
+    and options whose format can (``PARSERS_MANY``: the JSON-lines and the text-layout formats) are
+    parsed together in one pass over all their lines, the others one by one. The results, and each ctx's state after,
     are those of :func:`parse` on each read alone. A trickle's reads — a few lines of many files —
     then share the set-up costs of one parse."""
     results: list[ParseResult | None] = [None] * len(items)

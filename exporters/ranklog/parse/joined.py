@@ -18,7 +18,7 @@ import numpy as np
 from .batch import empty_batch, with_inferred_time
 from .contract import ParseResult
 from .inferred_time import note_last_times
-from .lines import Lines, split_lines
+from .lines import DEFAULT_MAX_LINE_BYTES, Lines, split_lines
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,7 +70,7 @@ def join_reads(reads: Sequence[Read]) -> tuple[list[int], list[int], JoinedReads
     splits = [split_lines(data, final=final, max_line_bytes=max_line_bytes(ctx)) for data, _, ctx, final in reads]
     alone = [i for i, ((data, *_), lines) in enumerate(zip(reads, splits, strict=True))
              if lines.cut or (lines.consumed and data[lines.consumed - 1] != 10)]
-    joined = [i for i in range(len(reads)) if i not in alone]
+    joined = sorted(set(range(len(reads))) - set(alone))
     if not joined:
         return alone, joined, None
     own = [splits[i] for i in joined]
@@ -85,4 +85,5 @@ def join_reads(reads: Sequence[Read]) -> tuple[list[int], list[int], JoinedReads
 
 
 def max_line_bytes(ctx: SourceContext) -> int:
-    return int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024))
+    """A read's line limit (``max_line_bytes`` option; see :mod:`.lines`)."""
+    return int(ctx.options.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES))

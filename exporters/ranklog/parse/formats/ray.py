@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from ..batch import concat, empty_batch, replace_columns, with_inferred_time
 from ..contract import ParseResult
+from ..joined import max_line_bytes
 from ..json_bulk import parse_json_lines
 from ..lines import split_lines
 from ..multiline import INTERJECTION, LONG_INTERJECTION
@@ -52,7 +53,7 @@ RAY = TextFormat(layouts=(RAY_CPP, *PYTHON_LAYOUTS), prefixes=(DRIVER_PREFIX, RA
 
 
 def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
-    runs = _json_runs(data, final=final, max_line=int(ctx.options.get("max_line_bytes", 16 * 1024 * 1024)))
+    runs = _json_runs(data, final=final, max_line=max_line_bytes(ctx))
     if runs is None:
         result = parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=RAY)
         return ParseResult(with_message_rank(result.batch), result.consumed, result.errors)
