@@ -4,29 +4,43 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ranklog.parse import json_bulk, parse, parse_many
+from ranklog.parse import detect, json_bulk, parse, parse_many
+from ranklog.parse.registry import parsers
 from tests.helpers.layouts import ranklog_line
 from tests.parse.conftest import READ_TIME_NS, make_ctx
 from tests.parse.test_chunking import CORPUS
 
 T = datetime(2026, 12, 2, 13, 4, 5, tzinfo=timezone.utc)
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 
 def _line(msg: str, seq: int, rank: int | None = None, **extra: object) -> str:
     return ranklog_line(T, "WARNING", msg, host="n2", ip="10.0.0.2", pid=9, rank=rank, local_rank=None, job=None,
                         seq=seq, **extra)
 
+RAY_WORKER = b"\n".join([
+    b":job_id:01000000", b":actor_name:WorkerDict_0", b"2026-12-02 13:04:05,123 INFO w.py:1 -- [Rank 1] up",
+    *(b"2026-12-02 13:04:%02d,000 INFO w.py:2 -- [Rank 1] step %d" % (i % 60, i) for i in range(20)),
+    b":task_name:compute", b"print without a time",
+    b"Error in task: User exception:", b"ray::W.f() (pid=3, ip=10.0.0.3)", b'  File "w.py", line 3, in f',
+    b"ValueError: boom", b"", b":actor_name:WorkerDict_1", b"[Rank 2] after the marker",
+]) + b"\n"
+
 # (format, bytes, layout fields, options): JSON lines of every kind the fast path bisects away from
 # (garbage, wrong types, invalid UTF-8, a line without newline at the end), heads without any time
 # (inferred from the next line, or from the state), layouts that differ per file (defaults filled
-# per row, extra attributes merged per file), two json mappings (two groups) and a text format
-# (never joined) among them.
+# per row, extra attributes merged per file), two json mappings (two groups), Ray's marker lines
+# (role and job run on from line to line of a file, and across its reads) and error bodies, a Ray
+# file mixing JSON lines (parsed alone) among them.
 FILES = [
     ("ranklog", CORPUS["ranklog"], {}, {}),
     ("ranklog", b'{"msg": "before any time"}\n\n  \n' + b"\n".join(
@@ -49,6 +63,9 @@ FILES = [
     ("ranklog-text", CORPUS["ranklog-text"], {"rank": 4}, {}),
     ("ranklog-text", CORPUS["ranklog-text"] + b"\n2026-12-02T13:04:06Z WARNING x [rank=5] again\n", {}, {}),
     ("ray", CORPUS["ray"], {}, {}),
+    ("ray", RAY_WORKER, {"pid": 4}, {}),
+    ("ray", RAY_WORKER.replace(b"[Rank 1]", b"").replace(b"WorkerDict", b"Critic"), {}, {}),
+    ("verl-console", CORPUS["verl-console"] + CORPUS["ray"].split(b"\n", 1)[1].replace(b"{", b"x"), {}, {}),
 ]
 
 
@@ -57,15 +74,15 @@ def _contexts():
             in enumerate(FILES)]
 
 
-def _rounds(sizes: list[list[int]]):
-    """Every file read as the agent reads a trickle: one read a round (`sizes` per file, then the
-    rest), the unconsumed rest offered again, a final flush once a file ends. Yields each round's
-    items with a callback taking the round's results."""
-    contexts = _contexts()
-    pos, offset, carry, done = [0] * len(FILES), [0] * len(FILES), [b""] * len(FILES), [False] * len(FILES)
+def _rounds(files: list[tuple[bytes, object]], sizes: list[list[int]]):
+    """Every file (its bytes and context) read as the agent reads a trickle: one read a round
+    (`sizes` per file, then the rest), the unconsumed rest offered again, a final flush once a file
+    ends. Yields each round's items with a callback taking the round's results."""
+    contexts = [ctx for _, ctx in files]
+    pos, offset, carry, done = [0] * len(files), [0] * len(files), [b""] * len(files), [False] * len(files)
     while not all(done):
         members, items = [], []
-        for i, (_, data, _, _) in enumerate(FILES):
+        for i, (data, _) in enumerate(files):
             if done[i]:
                 continue
             if pos[i] < len(data):
@@ -98,9 +115,11 @@ def _check_round(items) -> list:
     return together
 
 
-def _run(sizes: list[list[int]]) -> int:
+def _run(sizes: list[list[int]], files: list[tuple[bytes, object]] | None = None) -> int:
+    """Rows parsed, every round checked; `files` defaults to FILES."""
     rows = 0
-    steps = _rounds([list(s) for s in sizes])
+    files = files or [(data, ctx) for (_, data, _, _), ctx in zip(FILES, _contexts(), strict=True)]
+    steps = _rounds(files, [list(s) for s in sizes])
     items = next(steps)
     while True:
         results = _check_round(items)
@@ -136,22 +155,49 @@ def test_one_group_of_reads_takes_one_pass(monkeypatch):
 
 
 def test_text_reads_of_one_format_share_one_pass_of_the_line_kernels(monkeypatch):
-    """Python, torchrun, text and ranklog-text reads: the per-line kernels (prefixes, layouts, kinds)
-    run once a format and options, a record is grouped per read (a traceback never runs into another file), and
-    Ray's reads (markers: role and job run on from line to line) are parsed one by one."""
+    """Python, torchrun, text, ranklog-text and Ray reads: the per-line kernels (prefixes, layouts,
+    kinds) run once a format and options; a record is grouped per read (a traceback never runs into
+    another file). A Ray read with JSON lines among its text is parsed alone."""
     from ranklog.parse import text_layouts
 
     marks = []
     original = text_layouts._mark
-    monkeypatch.setattr(text_layouts, "_mark", lambda *args: (marks.append(len(args[1])), original(*args))[1])
+    monkeypatch.setattr(text_layouts, "_mark", lambda *args, **kw: (marks.append(len(args[1])), original(*args, **kw))[1])
     items = [(data[:data.index(b"\n", 300) + 1], 0, ctx, False) for (fmt, data, _, _), ctx in zip(FILES, _contexts(),
                                                                                                    strict=True)
              if fmt not in ("ranklog", "json")]
-    (ray,) = [(data, base, copy.deepcopy(ctx), final) for data, base, ctx, final in items if ctx.format == "ray"]
-    parse(ray[0], ray[1], ray[2], final=ray[3], read_time_ns=READ_TIME_NS)
-    per_ray_read = len(marks)  # (Ray's parser runs the text engine more than once)
+    (mixed,) = [(data, base, copy.deepcopy(ctx), final) for data, base, ctx, final in items if b"\n{" in data]
+    parse(mixed[0], mixed[1], mixed[2], final=mixed[3], read_time_ns=READ_TIME_NS)
+    per_mixed_read = len(marks)  # (Ray's parser runs the text engine more than once on a mixed read)
     marks.clear()
     _check_round(items)  # each read alone, then together
-    groups = {(ctx.format, json.dumps(ctx.options)) for _, _, ctx, _ in items if ctx.format != "ray"}
-    assert len(items) - 1 == 8 and len(groups) == 5  # the Python read with its own options: a group of its own
-    assert len(marks) == (8 + per_ray_read) + (5 + per_ray_read)
+    groups = {(ctx.format, json.dumps(ctx.options)) for _, _, ctx, _ in items}
+    assert len(items) == 12 and len(groups) == 7  # the Python read with its own options: a group of its own
+    # alone: 11 text reads one pass each, the mixed one; together: 7 groups (the verl-console read is a
+    # group of one; Ray's group joins its two text reads), the mixed read again
+    assert len(marks) == (11 + per_mixed_read) + (7 + per_mixed_read)
+
+
+def _scenario_files(*scenarios: str) -> list[tuple[bytes, object]]:
+    """The files of real runs' output (tests/scenarios/*/out) whose format parses reads together."""
+    joint = set(parsers("PARSERS_MANY"))
+    files = []
+    for path in sorted(p for scenario in scenarios for p in (SCENARIOS / scenario / "out").rglob("*") if p.is_file()):
+        found = detect(str(path))
+        if found is not None and found.format in joint:
+            files.append((path.read_bytes(), make_ctx(found.format, fields=found.fields, source=str(path))))
+    return files
+
+
+@pytest.mark.parametrize("scenarios", [("ray_verl_worker_group",), ("ray_task_exception_text",), ("ray_actor_sigkill",),
+                                       ("ray_noisy",), ("verl_clean", "verl_console_inf", "verl_console_nan"),
+                                       ("torchrun_exception",)], ids=lambda names: names[0])
+def test_real_runs_read_in_small_pieces_parse_together_as_alone(scenarios):
+    """What Ray, verl and torchrun wrote (every worker, driver and component file of a run), read in
+    pieces of 1 byte to 4 KiB a round, parsed together equals parsed alone."""
+    files = _scenario_files(*scenarios)
+    rng = random.Random(" ".join(scenarios))
+    sizes = [[rng.choice((1, rng.randint(2, 300), rng.randint(300, 4096))) for _ in range(len(data) // 700 + 1)]
+             for data, _ in files]
+    assert len(files) >= 3 and _run(sizes, files) >= 10 * len(files)
+

@@ -45,7 +45,7 @@ def parse(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, rea
 
 def parse_many(items: Sequence[tuple[bytes, int, SourceContext, bool]], *, read_time_ns: int) -> list[ParseResult]:
     """:func:`parse` of several files' reads, (data, base_offset, ctx, final) each: reads of one format
-    and options whose format can (``PARSERS_MANY``: the JSON-lines and the text-layout formats) are
+    and options whose format can (``PARSERS_MANY``: the JSON-lines, text-layout and Ray formats) are
     parsed together in one pass over all their lines, the others one by one. The results, and each ctx's state after,
     are those of :func:`parse` on each read alone. A trickle's reads — a few lines of many files —
     then share the set-up costs of one parse."""

@@ -112,33 +112,38 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
         if cut_group.last == n - 1:
             cut_group.split = cut_group.split or "line_cut"
             grouping.multi[last] = cut_group
-    columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields, ctx)
+    columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields,
+                       [(ctx, len(grouping.starts))])
     first = grouping.starts
     batch = build_batch(ctx, base_offset, lines.starts[first], columns, read_time_ns, infer_time=infer_time)
     return ParseResult(batch, consumed, count_unusable(batch.column("attrs")))
 
 
-def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: TextFormat) -> list[ParseResult]:
+def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: TextFormat,
+                          finish: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None) -> list[ParseResult]:
     """:func:`parse_text_lines` of several files' reads (one format and options) in one pass
     (:mod:`.joined`): prefixes, layouts and line kinds — the regex kernels, whose patterns RE2
     compiles at every call — run once over all their lines; lines are grouped into records per
-    read (a record never spans two files), and records are built as one batch, each with its own
-    file's context. Not for a format with Ray's markers, whose role and job run on from line to
-    line; a read whose file carries a marker's role or job is parsed alone. The results are those of
-    parsing each read alone (tests/parse/test_parse_many.py)."""
-    stateful = {i for i, (_, _, ctx, _) in enumerate(reads) if fmt.markers or ctx.state.get("role") is not None
-                or ctx.state.get("job") is not None}
-    alone, joined, together = join_reads([read for i, read in enumerate(reads) if i not in stateful])
-    index = [i for i in range(len(reads)) if i not in stateful]
-    solo = sorted(stateful | {index[i] for i in alone})
-    results: dict[int, ParseResult] = {i: parse_text_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns,
-                                                           fmt=fmt) for i in solo}
+    read (a record never spans two files, nor does a Ray error body), Ray's marker lines give role
+    and job to the records after them in their own file (from its state on), and records are built
+    as one batch, each with its own file's context. `finish` (a per-row step of the format's, such as
+    Ray's ``[Rank N]`` messages) runs on each result, or once on the joined batch. The results are
+    those of parsing each read alone (tests/parse/test_parse_many.py)."""
+    finish = finish or (lambda batch: batch)
+    alone, joined, together = join_reads(reads)
+    results: dict[int, ParseResult] = {}
+    for i in alone:
+        one = parse_text_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, fmt=fmt)
+        results[i] = ParseResult(finish(one.batch), one.consumed, one.errors)
     if together is None:
         return [results[i] for i in range(len(reads))]
     first_ctx = together.reads[0][2]
-    marked = _mark(together.data, together.lines, fmt, first_ctx.options.get("timezone", "UTC"), read_time_ns)
+    ranges = together.line_ranges()
+    read_ends = np.repeat([hi for _, hi in ranges], [hi - lo for lo, hi in ranges])
+    marked = _mark(together.data, together.lines, fmt, first_ctx.options.get("timezone", "UTC"), read_time_ns,
+                   read_ends=read_ends)
     starts, multi, rows, consumed = [], {}, [], []
-    for (lo, hi), own, (_, _, ctx, final) in zip(together.line_ranges(), together.splits, together.reads, strict=True):
+    for (lo, hi), own, (_, _, ctx, final) in zip(ranges, together.splits, together.reads, strict=True):
         if hi == lo:
             grouping, used = Grouping(np.zeros(0, dtype=np.int64), {}, 0), own.consumed
         else:
@@ -149,15 +154,16 @@ def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: Text
         consumed.append(used)
     grouping = Grouping(np.concatenate(starts), multi, len(together.lines))
     if len(grouping.starts):
-        columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields, first_ctx)
-        batch = build_batch_many(together.segments(grouping.starts), together.lines.starts[grouping.starts], columns)
+        columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields,
+                           [(ctx, count) for (_, _, ctx, _), count in zip(together.reads, rows, strict=True)])
+        batch = finish(build_batch_many(together.segments(grouping.starts), together.lines.starts[grouping.starts],
+                                        columns))
     else:
         batch = empty_batch()
     attrs = batch.column("attrs")
     ends = np.cumsum(rows).tolist()
     errors = [count_unusable(attrs.slice(end - count, count)) if count else 0 for end, count in zip(ends, rows, strict=True)]
-    results.update(zip([index[i] for i in joined], together.results(batch, rows, errors, consumed, read_time_ns),
-                       strict=True))
+    results.update(zip(joined, together.results(batch, rows, errors, consumed, read_time_ns), strict=True))
     return [results[i] for i in range(len(reads))]
 
 
@@ -175,13 +181,15 @@ class _Marked:
     lengths: np.ndarray
 
 
-def _mark(data: bytes, lines: Lines, fmt: TextFormat, tz: str, read_time_ns: int) -> _Marked:
+def _mark(data: bytes, lines: Lines, fmt: TextFormat, tz: str, read_time_ns: int,
+          read_ends: np.ndarray | None = None) -> _Marked:
+    """`read_ends`: per line, the end of its read's lines when `lines` joins several reads."""
     body = decode_lines(data, lines)
     prefix_fields, streams, prefixed, body = _peel_prefixes(body, fmt.prefixes)
     header_fields, header = _match_layouts(body, fmt, tz, read_time_ns)
     severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
     kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header,
-                      interjections=fmt.interjections)
+                      interjections=fmt.interjections, read_ends=read_ends)
     return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts)
 
 
@@ -332,7 +340,8 @@ def _blank_to_null(column: pa.Array) -> pa.Array:
 
 # -- classification --------------------------------------------------------------------------------
 def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, markers: bool, *,
-              every_header_takes_traceback: bool = False, interjections: bool = False) -> np.ndarray:
+              every_header_takes_traceback: bool = False, interjections: bool = False,
+              read_ends: np.ndarray | None = None) -> np.ndarray:
     kinds = np.full(len(body), Kind.OTHER, dtype=np.int8)
     rows = _unsettled(body, header, markers)
     texts = body if len(rows) == len(body) else body.take(pa.array(rows))
@@ -349,7 +358,7 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
     kinds[where(pc.is_in(trimmed, pa.array(_CONNECTORS)))] = Kind.CONNECTOR
     if markers:
         kinds[where(pc.match_substring_regex(texts, _MARKER))] = Kind.MARKER
-        _continue_ray_error_bodies(kinds, where(pc.match_substring_regex(texts, _RAY_TASK_REPR)) & ~header)
+        _continue_ray_error_bodies(kinds, where(pc.match_substring_regex(texts, _RAY_TASK_REPR)) & ~header, read_ends)
     kinds[header] = Kind.HEADER_ERROR if every_header_takes_traceback else Kind.HEADER
     if level is not None:
         severe = np.asarray(pc.fill_null(pc.is_in(level, pa.array(["WARNING", "ERROR", "CRITICAL"])), False))
@@ -372,22 +381,25 @@ def _unsettled(body: pa.Array, header: np.ndarray, markers: bool) -> np.ndarray:
     return np.flatnonzero(~header | (first <= 0x20) | (first >= 0x7F))
 
 
-def _continue_ray_error_bodies(kinds: np.ndarray, task_lines: np.ndarray) -> None:
+def _continue_ray_error_bodies(kinds: np.ndarray, task_lines: np.ndarray, read_ends: np.ndarray | None) -> None:
     """Ray prints a failed task's error under the line that announces it ("… Error: User exception:"
     then ``ray::f() (pid=…)``, the frames and ``ValueError: …`` without a ``Traceback`` line): the
     ``ray::`` line and the plain lines after it, up to a blank line or a header, continue the
-    announcement, so a retry notice and the error it retries stay one record."""
+    announcement, so a retry notice and the error it retries stay one record. (Up to the end of its
+    read: `read_ends`, per line, when the lines join several files' reads.)"""
     for start in np.flatnonzero(task_lines).tolist():
         kinds[start] = Kind.INDENT
         end = start + 1
-        while end < len(kinds) and kinds[end] in (Kind.OTHER, Kind.INDENT):
+        limit = len(kinds) if read_ends is None else int(read_ends[start])
+        while end < limit and kinds[end] in (Kind.OTHER, Kind.INDENT):
             kinds[end] = Kind.INDENT
             end += 1
 
 
 # -- records ---------------------------------------------------------------------------------------
 def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_fields: dict[str, pa.Array],
-             prefix_fields: dict[str, pa.Array], ctx: SourceContext) -> dict[str, pa.Array]:
+             prefix_fields: dict[str, pa.Array], files: list[tuple[SourceContext, int]]) -> dict[str, pa.Array]:
+    """Record columns of `grouping`'s records; `files`: (ctx, how many records) of each read, in order."""
     starts = grouping.starts
     first = pa.array(starts)
     columns: dict[str, pa.Array] = {name: col.take(first) for name, col in header_fields.items()}
@@ -427,8 +439,8 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
     if exc is not None:
         columns["exc"] = exc
     markers = np.flatnonzero(start_kinds == Kind.MARKER)
-    if len(markers) or ctx.state.get("role") is not None or ctx.state.get("job") is not None:
-        _apply_markers(markers, starts, body, columns, ctx)
+    if len(markers) or any(ctx.state.get("role") is not None or ctx.state.get("job") is not None for ctx, _ in files):
+        _apply_markers(markers, starts, body, columns, files)
     if extra_attrs:
         columns["attrs"] = _merge_rows(columns.get("attrs"), extra_attrs, len(starts))
     columns["step"], columns["attrs"] = extract_steps(msg, columns.get("step"), columns.get("attrs"))
@@ -492,23 +504,27 @@ def _multiline_text(grouping: Grouping, positions: np.ndarray, body: pa.Array, h
 
 
 def _apply_markers(markers: np.ndarray, starts: np.ndarray, body: pa.Array, columns: dict[str, pa.Array],
-                   ctx: SourceContext) -> None:
+                   files: list[tuple[SourceContext, int]]) -> None:
     """Ray prints `:actor_name:X` / `:task_name:X` / `:job_id:J` before an actor's / task's output: the
-    role (and job) of the lines that follow, carried in ctx.state across calls and restarts."""
+    role (and job) of the lines that follow in its file, carried in ctx.state across calls and restarts."""
     found = pc.extract_regex(body.take(pa.array(starts[markers], pa.int64())), _MARKER).to_pylist() if len(markers) else []
     n = len(starts)
+    positions = markers.tolist()
     for name, marker_names in (("role", ("actor_name", "task_name")), ("job", ("job_id",))):
         values: list[str | None] = [None] * n
-        current = ctx.state.get(name)
-        previous = 0
-        for position, match in zip(markers.tolist(), found, strict=True):
-            values[previous:position] = [current] * (position - previous)
-            if match and match["_marker"] in marker_names:
-                current = match["_name"]
-            previous = position
-        values[previous:] = [current] * (n - previous)
-        if current is not None:
-            ctx.state[name] = current
+        k, end = 0, 0
+        for ctx, count in files:
+            previous, end = end, end + count
+            current = ctx.state.get(name)
+            while k < len(positions) and positions[k] < end:
+                values[previous:positions[k]] = [current] * (positions[k] - previous)
+                if found[k] and found[k]["_marker"] in marker_names:
+                    current = found[k]["_name"]
+                previous = positions[k]
+                k += 1
+            values[previous:end] = [current] * (end - previous)
+            if current is not None:
+                ctx.state[name] = current
         if any(v is not None for v in values):
             marked = pa.array(values, pa.string())
             columns[name] = pc.coalesce(columns[name], marked) if name in columns else marked

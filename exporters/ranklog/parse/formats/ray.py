@@ -34,7 +34,7 @@ from ..joined import max_line_bytes
 from ..json_bulk import parse_json_lines
 from ..lines import split_lines
 from ..multiline import INTERJECTION, LONG_INTERJECTION
-from ..text_layouts import Layout, TextFormat, parse_text_lines
+from ..text_layouts import Layout, TextFormat, parse_text_lines, parse_text_lines_many
 from .json import build_mapping
 from .python import PYTHON_LAYOUTS, RANK_PREFIX
 
@@ -58,6 +58,19 @@ def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool,
         result = parse_text_lines(data, base_offset, ctx, final=final, read_time_ns=read_time_ns, fmt=RAY)
         return ParseResult(with_message_rank(result.batch), result.consumed, result.errors)
     return _parse_mixed(data, base_offset, ctx, runs, final=final, read_time_ns=read_time_ns)
+
+
+def parse_ray_many(reads, *, read_time_ns: int) -> list[ParseResult]:
+    """:func:`parse_ray` of several files' reads: those without a JSON line (nearly every read of a
+    worker's or a component's file) in one pass of the text engine, each mixed read alone."""
+    mixed = [_json_runs(data, final=final, max_line=max_line_bytes(ctx)) is not None for data, _, ctx, final in reads]
+    results = dict(zip([i for i, m in enumerate(mixed) if not m],
+                       parse_text_lines_many([read for read, m in zip(reads, mixed, strict=True) if not m],
+                                             read_time_ns=read_time_ns, fmt=RAY, finish=with_message_rank),
+                       strict=True))
+    results.update((i, parse_ray(data, base, ctx, final=final, read_time_ns=read_time_ns))
+                   for i, ((data, base, ctx, final), m) in enumerate(zip(reads, mixed, strict=True)) if m)
+    return [results[i] for i in range(len(reads))]
 
 
 FORWARDED_BATCH = 1000  # lines of one file Ray's log monitor forwards at once (LOG_MONITOR_NUM_LINES_TO_READ)
@@ -194,3 +207,4 @@ def _json_runs(data: bytes, *, final: bool, max_line: int) -> list[_Run] | None:
 
 
 PARSERS = {"ray": parse_ray}
+PARSERS_MANY = {"ray": parse_ray_many}

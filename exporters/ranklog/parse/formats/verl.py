@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..batch import replace_columns
 from ..contract import ParseResult
 from ..json_bulk import parse_json_lines
-from .ray import parse_ray
+from .ray import parse_ray, parse_ray_many
 
 if TYPE_CHECKING:
     from ..contract import SourceContext
@@ -84,3 +84,4 @@ def _json_number(value: Any) -> Any:
 
 
 PARSERS = {"verl-console": parse_verl_console, "verl-jsonl": parse_verl_jsonl}
+PARSERS_MANY = {"verl-console": parse_ray_many}
