@@ -201,3 +201,19 @@ def test_real_runs_read_in_small_pieces_parse_together_as_alone(scenarios):
              for data, _ in files]
     assert len(files) >= 3 and _run(sizes, files) >= 10 * len(files)
 
+
+def test_only_the_reads_with_a_line_without_time_take_the_inference_pass(monkeypatch):
+    """Four Python reads, one with a print among its timed lines: one inference pass, not four (a
+    trickle's reads of a file whose prints are rare need none)."""
+    from ranklog.parse import joined
+
+    passes = []
+    original = joined.with_inferred_time
+    monkeypatch.setattr(joined, "with_inferred_time", lambda batch, ctx, t: (passes.append(ctx.source),
+                                                                             original(batch, ctx, t))[1])
+    timed = b"".join(b"2026-12-02 13:04:%02d,000 - t - INFO - line %d\n" % (i, i) for i in range(5))
+    contexts = [make_ctx("python", source=f"/logs/{i}.log") for i in range(4)]
+    items = [(timed.replace(b"line 3\n", b"line 3\na print\n") if i == 2 else timed, 0, ctx, False)
+             for i, ctx in enumerate(contexts)]
+    _check_round(items)
+    assert passes == ["/logs/2.log"]

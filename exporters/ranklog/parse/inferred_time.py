@@ -65,18 +65,20 @@ def infer_missing(ts: pa.Array, ctx: SourceContext, read_time_ns: int) -> tuple[
     return ts_array(filled), pa.array(reason, pa.string())
 
 
-def note_last_times(ts: pa.Array, ctxs: list[SourceContext], counts: list[int]) -> bool:
-    """For rows of several files (`counts` rows each, in order): if every row has its time, each file's
-    state takes its last, as :func:`infer_missing` would, and True; else False (nothing changed)."""
-    if ts.null_count:
-        return False
-    values = ts_ns(ts)
-    at = 0
+def note_last_times(ts: pa.Array, ctxs: list[SourceContext], counts: list[int]) -> list[bool]:
+    """For rows of several files (`counts` rows each, in order): per file, whether every row of it has
+    its time — then its state takes its last, as :func:`infer_missing` would (the others are left
+    to it, unchanged)."""
+    values = ts_ns(ts) if len(ts) else np.zeros(0, np.int64)
+    missing = np.asarray(ts.is_null().to_numpy(zero_copy_only=False), dtype=bool) if ts.null_count else None
+    timed, at = [], 0
     for ctx, count in zip(ctxs, counts, strict=True):
         at += count
-        if count:
+        whole = missing is None or not missing[at - count:at].any()
+        if whole and count:
             ctx.state[STATE_KEY] = int(values[at - 1])
-    return True
+        timed.append(whole)
+    return timed
 
 
 def mark(attrs: pa.Array, reasons: pa.Array) -> pa.Array:

@@ -54,14 +54,15 @@ class JoinedReads:
     def results(self, batch: pa.RecordBatch, rows: list[int], errors: list[int], consumed: list[int],
                 read_time_ns: int) -> list[ParseResult]:
         """`batch` (every read's records, in order, `rows` each) cut back into a result per read, with
-        missing times inferred per file (each file's state taking its last time)."""
+        missing times inferred per file, for the files that miss one (each file's state taking its
+        last time)."""
         contexts = [ctx for _, _, ctx, _ in self.reads]
-        timed = note_last_times(batch.column("ts"), contexts, rows) if batch.num_rows else True
+        timed = note_last_times(batch.column("ts"), contexts, rows)
         out, at = [], 0
-        for ctx, count, bad, used in zip(contexts, rows, errors, consumed, strict=True):
+        for ctx, count, bad, used, whole in zip(contexts, rows, errors, consumed, timed, strict=True):
             own = batch.slice(at, count) if count else empty_batch()
             at += count
-            out.append(ParseResult(own if timed else with_inferred_time(own, ctx, read_time_ns), used, bad))
+            out.append(ParseResult(own if whole else with_inferred_time(own, ctx, read_time_ns), used, bad))
         return out
 
 
