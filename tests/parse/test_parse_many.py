@@ -35,6 +35,15 @@ RAY_WORKER = b"\n".join([
     b"ValueError: boom", b"", b":actor_name:WorkerDict_1", b"[Rank 2] after the marker",
 ]) + b"\n"
 
+RAY_JSON_WORKER = b"\n".join([  # ray.LoggingConfig(encoding="JSON"): marker lines, then JSON lines only
+    b":job_id:02000000", b":actor_name:Actor_3",
+    *(json.dumps({"asctime": f"2026-12-02 13:04:{i % 60:02d},000", "levelname": "INFO", "message": f"[Rank 3] m{i}",
+                  "process": 7, **({"job_id": "03000000"} if i % 7 == 0 else {}),
+                  **({"actor_name": "Own"} if i % 5 == 0 else {})}).encode() for i in range(30)),
+    b'{"message": "no time"}', b'{"broken', b":actor_name:Actor_4",
+    *(json.dumps({"timestamp_ns": 1796224695000000000 + i, "message": f"m{i}"}).encode() for i in range(10)),
+]) + b"\n"
+
 # (format, bytes, layout fields, options): JSON lines of every kind the fast path bisects away from
 # (garbage, wrong types, invalid UTF-8, a line without newline at the end), heads without any time
 # (inferred from the next line, or from the state), layouts that differ per file (defaults filled
@@ -64,6 +73,8 @@ FILES = [
     ("ranklog-text", CORPUS["ranklog-text"] + b"\n2026-12-02T13:04:06Z WARNING x [rank=5] again\n", {}, {}),
     ("ray", CORPUS["ray"], {}, {}),
     ("ray", RAY_WORKER, {"pid": 4}, {}),
+    ("ray", RAY_JSON_WORKER, {}, {}),
+    ("ray", RAY_JSON_WORKER.replace(b"actor_name", b"task_name"), {"rank": 6}, {}),
     ("ray", RAY_WORKER.replace(b"[Rank 1]", b"").replace(b"WorkerDict", b"Critic"), {}, {}),
     ("verl-console", CORPUS["verl-console"] + CORPUS["ray"].split(b"\n", 1)[1].replace(b"{", b"x"), {}, {}),
 ]
@@ -165,7 +176,7 @@ def test_text_reads_of_one_format_share_one_pass_of_the_line_kernels(monkeypatch
     monkeypatch.setattr(text_layouts, "_mark", lambda *args, **kw: (marks.append(len(args[1])), original(*args, **kw))[1])
     items = [(data[:data.index(b"\n", 300) + 1], 0, ctx, False) for (fmt, data, _, _), ctx in zip(FILES, _contexts(),
                                                                                                    strict=True)
-             if fmt not in ("ranklog", "json")]
+             if fmt not in ("ranklog", "json") and data is not RAY_JSON_WORKER and b":job_id:02" not in data]
     (mixed,) = [(data, base, copy.deepcopy(ctx), final) for data, base, ctx, final in items if b"\n{" in data]
     parse(mixed[0], mixed[1], mixed[2], final=mixed[3], read_time_ns=READ_TIME_NS)
     per_mixed_read = len(marks)  # (Ray's parser runs the text engine more than once on a mixed read)
@@ -176,6 +187,25 @@ def test_text_reads_of_one_format_share_one_pass_of_the_line_kernels(monkeypatch
     # alone: 11 text reads one pass each, the mixed one; together: 7 groups (the verl-console read is a
     # group of one; Ray's group joins its two text reads), the mixed read again
     assert len(marks) == (11 + per_mixed_read) + (7 + per_mixed_read)
+
+
+def test_ray_reads_of_json_lines_only_share_one_pass_of_the_json_reader(monkeypatch):
+    """A Ray worker's file after its marker lines, when the job logs JSON: the reads of three such
+    files take one reader pass together (each would take its own, after a text-engine pass for a
+    placeholder), with each file's role and job from its own markers."""
+    passes = []
+    original = json_bulk._BlockReader.read
+    monkeypatch.setattr(json_bulk._BlockReader, "read", lambda self, idx: (passes.append(len(idx)), original(self, idx)))
+    body = RAY_JSON_WORKER.split(b"\n", 2)[2]
+    items = []
+    for i, role in enumerate(("Actor_0", "Actor_1", None)):
+        ctx = make_ctx("ray", source=f"/logs/worker-{i}.out")
+        ctx.state.update({"role": role, "job": "0a000000"} if role else {})
+        items.append((body[:body.index(b"\n", 400 * (i + 1)) + 1], 100, ctx, False))
+    together = _check_round(items)
+    assert len(passes) == 3 + 1
+    roles = [set(result.batch.column("role").to_pylist()) for result in together]
+    assert roles == [{"Actor_0", "Own"}, {"Actor_1", "Own"}, {None, "Own"}]
 
 
 def _scenario_files(*scenarios: str) -> list[tuple[bytes, object]]:
@@ -190,7 +220,7 @@ def _scenario_files(*scenarios: str) -> list[tuple[bytes, object]]:
 
 
 @pytest.mark.parametrize("scenarios", [("ray_verl_worker_group",), ("ray_task_exception_text",), ("ray_actor_sigkill",),
-                                       ("ray_noisy",), ("verl_clean", "verl_console_inf", "verl_console_nan"),
+                                       ("ray_noisy",), ("ray_task_exception_json",), ("verl_clean", "verl_console_inf", "verl_console_nan"),
                                        ("torchrun_exception",)], ids=lambda names: names[0])
 def test_real_runs_read_in_small_pieces_parse_together_as_alone(scenarios):
     """What Ray, verl and torchrun wrote (every worker, driver and component file of a run), read in

@@ -9,7 +9,7 @@ parsed alone, since joined it would run into the next read's first line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,13 @@ if TYPE_CHECKING:
     from .contract import SourceContext
 
 Read = tuple[bytes, int, "SourceContext", bool]  # (data, base_offset, ctx, final)
+# A format's last step on the records of several files' reads, (ctx, how many records) each, in
+# order — on each read's own batch, or once on the joined batch: it must give the same rows both ways.
+Finish = Callable[["pa.RecordBatch", list[tuple["SourceContext", int]]], "pa.RecordBatch"]
+
+
+def unchanged(batch: pa.RecordBatch, files: list[tuple[SourceContext, int]]) -> pa.RecordBatch:
+    return batch
 
 
 @dataclass
@@ -50,6 +57,10 @@ class JoinedReads:
         counts = np.diff(np.append(runs, len(rows)))
         return [(self.reads[k][2], self.bases[k], int(count))
                 for k, count in zip(owners[runs].tolist(), counts.tolist(), strict=True)]
+
+    def files(self, rows: list[int]) -> list[tuple[SourceContext, int]]:
+        """(ctx, how many records) of each read, for `rows` records each: what a :data:`Finish` takes."""
+        return [(ctx, count) for (_, _, ctx, _), count in zip(self.reads, rows, strict=True)]
 
     def results(self, batch: pa.RecordBatch, rows: list[int], errors: list[int], consumed: list[int],
                 read_time_ns: int) -> list[ParseResult]:

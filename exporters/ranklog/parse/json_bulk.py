@@ -25,7 +25,7 @@ from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, normalize_row,
 from .ansi import strip_ansi_text
 from .batch import build_batch, build_batch_many, concat, with_inferred_time
 from .contract import ParseResult
-from .joined import Read, join_reads, max_line_bytes
+from .joined import Finish, Read, join_reads, max_line_bytes, unchanged
 from .jsontext import join_members, json_member, note_unusable
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, blank_mask, split_lines
@@ -69,24 +69,27 @@ def parse_json_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
     return ParseResult(batch=batch, consumed=lines.consumed, errors=reader.errors)
 
 
-def parse_json_lines_many(reads: Sequence[Read], *, read_time_ns: int, mapping: Mapping_) -> list[ParseResult]:
+def parse_json_lines_many(reads: Sequence[Read], *, read_time_ns: int, mapping: Mapping_,
+                          finish: Finish = unchanged) -> list[ParseResult]:
     """:func:`parse_json_lines` of several files' reads — (data, base_offset, ctx, final), one format and
     options — in one pass (:mod:`.joined`): their complete lines are read and built as one batch,
-    each row with its own file's context (:func:`build_batch_many`). The results are those of
-    parsing each read alone (tests/parse/test_parse_many.py)."""
+    each row with its own file's context (:func:`build_batch_many`); `finish` (the format's last
+    step) runs on it, or on a read parsed alone. The results are those of parsing each read alone
+    (tests/parse/test_parse_many.py)."""
     alone, joined, reads_joined = join_reads(reads)
-    results: dict[int, ParseResult] = {
-        i: parse_json_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, mapping=mapping)
-        for i in alone}
+    results: dict[int, ParseResult] = {}
+    for i in alone:
+        one = parse_json_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, mapping=mapping)
+        results[i] = ParseResult(finish(one.batch, [(reads[i][2], one.batch.num_rows)]), one.consumed, one.errors)
     if reads_joined is not None:
         data, lines = reads_joined.data, reads_joined.lines
         keep = np.flatnonzero(~blank_mask(data, lines))
         reader = _BlockReader(data, lines, mapping, None, reads_joined.reads[0][2].options.get("timezone", "UTC"))
         reader.read(keep)
-        batch = concat([build_batch_many(reads_joined.segments(idx), lines.starts[idx], cols)
-                        for idx, cols in reader.pieces])
         count = len(joined)
         rows = np.bincount(reads_joined.owner[keep], minlength=count).tolist()
+        batch = finish(concat([build_batch_many(reads_joined.segments(idx), lines.starts[idx], cols)
+                               for idx, cols in reader.pieces]), reads_joined.files(rows))
         errors = np.bincount(reads_joined.owner[np.asarray(reader.error_lines, dtype=np.int64)],
                              minlength=count).tolist()
         consumed = [split.consumed for split in reads_joined.splits]

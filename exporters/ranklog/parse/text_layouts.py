@@ -31,7 +31,7 @@ from .arrowbytes import first_bytes, value_lengths
 from .batch import build_batch, build_batch_many, empty_batch
 from .contract import ParseResult
 from .groups import extract_groups
-from .joined import Read, join_reads, max_line_bytes
+from .joined import Finish, Read, join_reads, max_line_bytes, unchanged
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, decode_lines, split_lines
@@ -120,21 +120,20 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
 
 
 def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: TextFormat,
-                          finish: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None) -> list[ParseResult]:
+                          finish: Finish = unchanged) -> list[ParseResult]:
     """:func:`parse_text_lines` of several files' reads (one format and options) in one pass
     (:mod:`.joined`): prefixes, layouts and line kinds — the regex kernels, whose patterns RE2
     compiles at every call — run once over all their lines; lines are grouped into records per
     read (a record never spans two files, nor does a Ray error body), Ray's marker lines give role
     and job to the records after them in their own file (from its state on), and records are built
-    as one batch, each with its own file's context. `finish` (a per-row step of the format's, such as
-    Ray's ``[Rank N]`` messages) runs on each result, or once on the joined batch. The results are
+    as one batch, each with its own file's context; `finish` (the format's last step, such as Ray's
+    ``[Rank N]`` messages) runs on the joined batch, or on a read parsed alone. The results are
     those of parsing each read alone (tests/parse/test_parse_many.py)."""
-    finish = finish or (lambda batch: batch)
     alone, joined, together = join_reads(reads)
     results: dict[int, ParseResult] = {}
     for i in alone:
         one = parse_text_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, fmt=fmt)
-        results[i] = ParseResult(finish(one.batch), one.consumed, one.errors)
+        results[i] = ParseResult(finish(one.batch, [(reads[i][2], one.batch.num_rows)]), one.consumed, one.errors)
     if together is None:
         return [results[i] for i in range(len(reads))]
     first_ctx = together.reads[0][2]
@@ -157,7 +156,7 @@ def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: Text
         columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields,
                            [(ctx, count) for (_, _, ctx, _), count in zip(together.reads, rows, strict=True)])
         batch = finish(build_batch_many(together.segments(grouping.starts), together.lines.starts[grouping.starts],
-                                        columns))
+                                        columns), together.files(rows))
     else:
         batch = empty_batch()
     attrs = batch.column("attrs")

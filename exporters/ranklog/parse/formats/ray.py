@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from ..batch import concat, empty_batch, replace_columns, with_inferred_time
 from ..contract import ParseResult
 from ..joined import max_line_bytes
-from ..json_bulk import parse_json_lines
+from ..json_bulk import parse_json_lines, parse_json_lines_many
 from ..lines import split_lines
 from ..multiline import INTERJECTION, LONG_INTERJECTION
 from ..text_layouts import Layout, TextFormat, parse_text_lines, parse_text_lines_many
@@ -61,16 +61,55 @@ def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool,
 
 
 def parse_ray_many(reads, *, read_time_ns: int) -> list[ParseResult]:
-    """:func:`parse_ray` of several files' reads: those without a JSON line (nearly every read of a
-    worker's or a component's file) in one pass of the text engine, each mixed read alone."""
-    mixed = [_json_runs(data, final=final, max_line=max_line_bytes(ctx)) is not None for data, _, ctx, final in reads]
-    results = dict(zip([i for i, m in enumerate(mixed) if not m],
-                       parse_text_lines_many([read for read, m in zip(reads, mixed, strict=True) if not m],
-                                             read_time_ns=read_time_ns, fmt=RAY, finish=with_message_rank),
-                       strict=True))
+    """:func:`parse_ray` of several files' reads: those without a JSON line (a worker's or a
+    component's file) in one pass of the text engine, those of JSON lines only (a worker's file after
+    its marker lines, when the job logs with ``ray.LoggingConfig(encoding="JSON")``) in one pass of
+    the JSON reader, each mixed read alone."""
+    kinds = [_read_kind(data, final, max_line_bytes(ctx)) for data, _, ctx, final in reads]
+    results: dict[int, ParseResult] = {}
+    for kind, parse_group in (("text", _parse_text_reads), ("json", _parse_json_reads)):
+        members = [i for i, k in enumerate(kinds) if k == kind]
+        if members:
+            results.update(zip(members, parse_group([reads[i] for i in members], read_time_ns), strict=True))
     results.update((i, parse_ray(data, base, ctx, final=final, read_time_ns=read_time_ns))
-                   for i, ((data, base, ctx, final), m) in enumerate(zip(reads, mixed, strict=True)) if m)
+                   for i, ((data, base, ctx, final), kind) in enumerate(zip(reads, kinds, strict=True)) if kind == "mixed")
     return [results[i] for i in range(len(reads))]
+
+
+def _read_kind(data: bytes, final: bool, max_line: int) -> str:
+    """``text`` (no JSON line), ``json`` (complete JSON lines only, the last ending in a newline) or
+    ``mixed`` (anything else: parsed alone)."""
+    runs = _json_runs(data, final=final, max_line=max_line)
+    if runs is None:
+        return "text"
+    whole = len(runs) == 1 and runs[0].start == 0 and data[runs[0].end - 1:runs[0].end] == b"\n"
+    return "json" if whole else "mixed"
+
+
+def _parse_text_reads(reads, read_time_ns: int) -> list[ParseResult]:
+    return parse_text_lines_many(reads, read_time_ns=read_time_ns, fmt=RAY, finish=_message_rank)
+
+
+def _parse_json_reads(reads, read_time_ns: int) -> list[ParseResult]:
+    """JSON-only reads as :func:`_parse_mixed` parses them: the JSON records take the role and job
+    their file's marker lines left in its state (the line's own keys win)."""
+    return parse_json_lines_many(reads, read_time_ns=read_time_ns, mapping=build_mapping(reads[0][2].options.get("mapping")),
+                                 finish=_marked_json)
+
+
+def _message_rank(batch: pa.RecordBatch, files) -> pa.RecordBatch:
+    return with_message_rank(batch)
+
+
+def _marked_json(batch: pa.RecordBatch, files: list[tuple[SourceContext, int]]) -> pa.RecordBatch:
+    columns = {}
+    counts = [count for _, count in files]
+    for name in ("role", "job"):
+        values = [ctx.state.get(name) for ctx, _ in files]
+        if batch.num_rows and any(value is not None for value in values):
+            per_row = pa.array(np.repeat(np.array(values, dtype=object), counts), pa.string())
+            columns[name] = pc.coalesce(batch.column(name), per_row)
+    return with_message_rank(replace_columns(batch, columns) if columns else batch)
 
 
 FORWARDED_BATCH = 1000  # lines of one file Ray's log monitor forwards at once (LOG_MONITOR_NUM_LINES_TO_READ)
