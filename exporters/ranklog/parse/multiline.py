@@ -38,6 +38,7 @@ points that is a single line (plus blank lines) is a record without walking.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -100,6 +101,12 @@ class Group:
                                    exception_lines=[i + lines for i in self.exception_lines],
                                    blanks=[i + lines for i in self.blanks])
 
+    def mapped(self, to: list[int]) -> Group:
+        """This record with each line index i replaced by ``to[i]`` (a stream's lines among all)."""
+        return dataclasses.replace(self, start=to[self.start], lines=[to[i] for i in self.lines],
+                                   exception_lines=[to[i] for i in self.exception_lines],
+                                   blanks=[to[i] for i in self.blanks])
+
     @property
     def last_seen(self) -> int:
         """The last line that belongs, or may belong, to this record (tentative blank lines too)."""
@@ -131,91 +138,165 @@ def _table(kinds: tuple[Kind, ...]) -> np.ndarray:
 
 _IS_CONTINUATION, _IS_STARTER, _IS_WHOLE = _table(_CONTINUATION), _table(_STARTERS), _table(_WHOLE)
 _IS_FRESH_UNLESS_TRACEBACK = _table((Kind.OTHER, Kind.INTERJECTION))
+_IS_INTERJECTION = _table((Kind.INTERJECTION, Kind.LONG_INTERJECTION))
 _BLANK, _TRACEBACK, _LONG_INTERJECTION = int(Kind.BLANK), int(Kind.TRACEBACK), int(Kind.LONG_INTERJECTION)
 
 
-def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: list[str] | None, *, final: bool,
+def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Sequence[Hashable] | None, *, final: bool,
                 max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES,
                 stream_window: int = DEFAULT_STREAM_WINDOW) -> Grouping:
     """Group lines into records (see the module docstring).
 
-    With interleaved streams, a record also ends once `stream_window` lines have passed since its
-    last line, so a stream that falls silent cannot hold back the lines of the others.
+    With interleaved streams (`streams`: each line's, any hashable, or an integer array of stream
+    codes), each stream's lines are grouped on their own,
+    and a record also ends once `stream_window` lines have passed since its last line, so a stream
+    that falls silent cannot hold back the lines of the others. The result is that of feeding every
+    line in order to one walker with an open record per stream (tests/parse/test_grouping_oracle.py).
     """
-    if streams is not None:
-        return _walk_streams(kinds, lengths, streams, final=final, max_lines=max_lines, max_bytes=max_bytes,
-                             stream_window=stream_window)
+    n = len(kinds)
+    if n == 0:
+        return Grouping(np.zeros(0, dtype=np.int64), {}, 0)
+    if streams is None:
+        breaks = _window_breaks(kinds, np.arange(n), stream_window) if _IS_INTERJECTION[kinds].any() else None
+        found = _bulk(kinds, lengths, breaks, max_lines, max_bytes)
+        return _combined([found.mapped(None)], [_Open(found, None, final or found.last_seen() is None)], n)
+    codes = streams if isinstance(streams, np.ndarray) else _stream_codes(streams)
+    parts, opens = [], []
+    for code in np.unique(codes).tolist():
+        lines = np.flatnonzero(codes == code)
+        found = _bulk(kinds[lines], lengths[lines], _window_breaks(kinds[lines], lines, stream_window),
+                      max_lines, max_bytes)
+        parts.append(found.mapped(lines))
+        last = found.last_seen()
+        opens.append(_Open(found, lines, last is None or final or n - int(lines[last]) > stream_window))
+    return _combined(parts, opens, n)
+
+
+@dataclass
+class _Bulk:
+    """One stream's records: `starts` of the complete ones (and of a trailing single line), the
+    multi-line ones' groups, and the walked record still open at the end (`pending`)."""
+
+    starts: np.ndarray
+    multi: dict[int, Group]
+    pending: Group | None
+    ends_open: bool  # the last line is a single-line record the next line may continue
+    count: int
+
+    def last_seen(self) -> int | None:
+        """The last line of the record open at the end (None: none is)."""
+        if self.pending is not None:
+            return self.pending.last_seen
+        return self.count - 1 if self.ends_open else None
+
+    def mapped(self, lines: np.ndarray | None) -> tuple[np.ndarray, dict[int, Group]]:
+        """Starts and multi-line groups with the stream's line numbers mapped to `lines` (None: all
+        lines are the stream's)."""
+        if lines is None:
+            return self.starts, self.multi
+        to = lines.tolist() if self.multi else []
+        return lines[self.starts], {to[start]: group.mapped(to) for start, group in self.multi.items()}
+
+
+@dataclass
+class _Open:
+    found: _Bulk
+    lines: np.ndarray | None  # the stream's lines among all (None: every line)
+    closed: bool  # the record open at the end is complete (final, or its stream fell silent)
+
+
+def _combined(parts: list[tuple[np.ndarray, dict[int, Group]]], opens: list[_Open], n: int) -> Grouping:
+    """Every stream's records, complete before the first still open one (or any record running past it)."""
+    starts = [part[0] for part in parts]
+    multi: dict[int, Group] = {}
+    for _, groups in parts:
+        multi.update(groups)
+    cut = n
+    for one in opens:
+        pending = one.found.pending
+        if one.closed and pending is not None:
+            pending.blanks = []
+            group = pending if one.lines is None else pending.mapped(one.lines.tolist())
+            starts.append(np.array([group.start], dtype=np.int64))
+            if _is_multi(group):
+                multi[group.start] = group
+        elif not one.closed:
+            start = pending.start if pending is not None else one.found.count - 1
+            cut = min(cut, start if one.lines is None else int(one.lines[start]))
+    all_starts = np.sort(np.concatenate(starts)) if len(starts) > 1 else (starts[0] if starts else
+                                                                           np.zeros(0, np.int64))
+    while True:
+        overlapping = [start for start, group in multi.items() if start < cut and group.last >= cut]
+        if not overlapping:
+            break
+        cut = min(overlapping)
+    keep = all_starts < cut
+    return Grouping(all_starts[keep].astype(np.int64), {s: g for s, g in multi.items() if s < cut}, cut)
+
+
+def _stream_codes(streams: Sequence[Hashable]) -> np.ndarray:
+    """Each line's stream as a small integer."""
+    ids: dict[Hashable, int] = {}
+    return np.fromiter((ids.setdefault(stream, len(ids)) for stream in streams), dtype=np.int64, count=len(streams))
+
+
+def _window_breaks(kinds: np.ndarray, lines: np.ndarray, window: int) -> np.ndarray:
+    """The stream's lines that come more than `window` lines after its last line that an open record
+    noted (an interjection does not: the record it interrupts stays as it was): an open record
+    ends there."""
+    noted = ~_IS_INTERJECTION[kinds]
+    local = np.arange(len(kinds))
+    before = np.maximum.accumulate(np.where(noted, local, -1))  # the last noted line at or before each
+    previous = np.concatenate(([-1], before[:-1]))
+    return (previous >= 0) & (lines - lines[np.maximum(previous, 0)] > window)
+
+
+def _is_multi(group: Group) -> bool:
+    """Not a plain single line: its details are kept (the plain ones are the bulk and stay in numpy)."""
+    return len(group.lines) > 1 or group.roles[0] == "x" or bool(group.split)
+
+
+def _bulk(kinds: np.ndarray, lengths: np.ndarray, breaks: np.ndarray | None, max_lines: int, max_bytes: int) -> _Bulk:
+    """One stream's lines grouped, an open record ending before each line of `breaks` (a mask).
+
+    Lines where the walker's state is provably fresh: headers and markers always start a record; a
+    plain line does too unless a traceback began earlier in its header's section (then it may be
+    the exception line); so does a break. Runs between such boundaries are walked only when they
+    hold more than one record's worth of lines; the rest are single-line records, decided in bulk."""
     n = len(kinds)
     index = np.arange(n)
-    # Lines where the walker's state is provably fresh: headers and markers always start a record; a
-    # plain line does too unless a traceback began earlier in its header's section (then it may be
-    # the exception line). Runs between such boundaries are walked only when they hold more than one
-    # record's worth of lines; the rest are single-line records, decided in bulk.
-    starter = _IS_STARTER[kinds]
-    section_start = np.maximum.accumulate(np.where(starter, index, 0)) if n else index
-    last_traceback = np.maximum.accumulate(np.where(kinds == _TRACEBACK, index, -1)) if n else index
+    fresh = _IS_STARTER[kinds] if breaks is None else _IS_STARTER[kinds] | breaks
+    section_start = np.maximum.accumulate(np.where(fresh, index, 0))
+    last_traceback = np.maximum.accumulate(np.where(kinds == _TRACEBACK, index, -1))
     in_traceback = last_traceback >= section_start
-    in_traceback &= ~starter  # a header itself is fresh even right after a traceback
-    boundary = starter | (_IS_FRESH_UNLESS_TRACEBACK[kinds] & ~in_traceback)
+    in_traceback &= ~fresh  # a header itself is fresh even right after a traceback
+    boundary = fresh | (_IS_FRESH_UNLESS_TRACEBACK[kinds] & ~in_traceback)
     boundary |= kinds == _LONG_INTERJECTION
-    boundary[0:1] = True
+    boundary[0] = True
     bounds = np.flatnonzero(boundary)
     ends = np.append(bounds[1:], n)
     first_kind = kinds[bounds]
     # a run is trivial when its first line is no continuation and everything after it is blank
     nonblank_after = np.add.reduceat((kinds != _BLANK).astype(np.int64), bounds) - (first_kind != _BLANK)
     trivial = (nonblank_after == 0) & ~_IS_CONTINUATION[first_kind]
-    starts: list[np.ndarray] = []
+    starts: list[np.ndarray] = [bounds[trivial & (first_kind != _BLANK)]]
     multi: dict[int, Group] = {}
-    open_start: int | None = None
-    simple = bounds[trivial & (first_kind != _BLANK)]
-    starts.append(simple)
+    pending: Group | None = None
     length_list = lengths.tolist() if (~trivial).any() else []
     for lo, hi in zip(bounds[~trivial].tolist(), ends[~trivial].tolist(), strict=True):
-        walker = _Walker(length_list, max_lines, max_bytes, stream_window)
+        walker = _Walker(length_list, max_lines, max_bytes, n)
         for i, kind in zip(range(lo, hi), kinds[lo:hi].tolist(), strict=True):
             walker.feed(i, kind, "")
-        pending = walker.open.get("")
+        pending = walker.open.pop("", None)
         if pending is not None and hi < n:
-            walker.close("")  # the next boundary ends it
-        elif pending is not None:
-            if final:
-                walker.close("")
-            else:
-                open_start = pending.start
+            walker.groups.append(pending)  # the next boundary ends it
+            pending.blanks = []
+            pending = None
         starts.append(np.array([group.start for group in walker.groups], dtype=np.int64))
-        multi.update((g.start, g) for g in walker.groups if len(g.lines) > 1 or g.roles[0] == "x" or g.split)
+        multi.update((g.start, g) for g in walker.groups if _is_multi(g))
     all_starts = starts[0] if len(starts) == 1 else np.sort(np.concatenate(starts))  # single lines only: in order
-    cut = n
-    if not final:
-        if open_start is not None:
-            cut = open_start
-        elif len(all_starts) and all_starts[-1] == n - 1 and not _IS_WHOLE[kinds[n - 1]]:
-            cut = int(all_starts[-1])  # the next line may continue it
-    keep = all_starts < cut
-    return Grouping(all_starts[keep].astype(np.int64), {s: g for s, g in multi.items() if s < cut}, cut)
-
-
-def _walk_streams(kinds: np.ndarray, lengths: np.ndarray, streams: list[str], *, final: bool, max_lines: int,
-                  max_bytes: int, stream_window: int) -> Grouping:
-    """Interleaved streams: every line through the walker, one open record per stream."""
-    n = len(kinds)
-    walker = _Walker(lengths.tolist(), max_lines, max_bytes, stream_window)
-    for i, kind in enumerate(kinds.tolist()):
-        walker.feed(i, kind, streams[i])
-    for stream, group in list(walker.open.items()):
-        if final or n - group.last_seen > stream_window:
-            walker.close(stream)
-    groups = sorted(walker.groups, key=lambda g: g.start)
-    cut = min((g.start for g in walker.open.values()), default=n)
-    while True:
-        overlapping = [g.start for g in groups if g.start < cut and g.last >= cut]
-        if not overlapping:
-            break
-        cut = min(overlapping)
-    kept = [g for g in groups if g.start < cut]
-    multi = {g.start: g for g in kept if len(g.lines) > 1 or g.roles[0] == "x" or g.split}
-    return Grouping(np.array([g.start for g in kept], dtype=np.int64), multi, cut)
+    ends_open = pending is None and len(all_starts) > 0 and all_starts[-1] == n - 1 and not _IS_WHOLE[kinds[n - 1]]
+    return _Bulk(all_starts.astype(np.int64), multi, pending, bool(ends_open), n)
 
 
 class _Walker:
