@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -46,3 +47,19 @@ def test_torchrun_launcher_console_with_tee_prefixes_is_read_per_local_rank():
     assert set(steps["step"].to_pylist()) == {3}
     assert set(table["host"].to_pylist()) == {"node0", "node1"}  # per-node --log-dir folders
     assert json.loads(steps["attrs"][0].as_py()).get("ts_inferred") is None  # the worker's own time, parsed
+
+
+def test_pytorch_rank_prefix_in_a_rank_file_is_the_global_rank_and_the_traceback_one_error():
+    """PyTorch writes an uncaught exception of a process-group rank as `[rank3]: Traceback …`: in the
+    rank's own --log-dir file that is the global rank (not torchrun's `[<role><local rank>]:` tee
+    prefix), and the traceback is one ERROR record whose message is the exception."""
+    table = read_log_dir(str(SCENARIOS / "torchrun_exception" / "out"))
+    rank_files = table.filter(pc.match_substring_regex(table["source"], r"attempt_\d+/\d+/stderr\.log$"))
+    crashes = [r for r in rank_files.drop_columns(["ts"]).to_pylist() if r["exc"]]
+    assert crashes, "no traceback record in the ranks' stderr files"
+    for row in crashes:
+        local_rank = int(row["source"].split("/")[-2])
+        assert (row["level"], row["role"], row["local_rank"]) == ("ERROR", None, local_rank), row["source"]
+        assert row["rank"] is not None and row["exc"].startswith("Traceback (most recent call last):")
+        assert re.match(r"[\w.]+(Error|Exception): ", row["msg"]), row["msg"][:200]
+    assert all(r["role"] != "rank" for r in table.select(["role"]).to_pylist())

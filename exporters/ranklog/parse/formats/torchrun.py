@@ -4,6 +4,8 @@
 printed (local rank, attempt and job come from the path, see :mod:`.detect`), parsed with the
 :mod:`.python` layouts. Teed output (``--tee``, the launcher's console, ``filtered_*.log``) carries
 ``[default0]:`` prefixes: role ``default`` and local rank ``0``, one multi-line stream per prefix.
+PyTorch's ``[rank3]: `` before each line of a process-group rank's uncaught exception gives the
+global rank, in a rank's file or after a tee prefix.
 
 ``error.json`` is written once by ``@record`` when a rank dies:
 ``{"message": {"message": "RuntimeError: …", "extraInfo": {"py_callstack": "Traceback …",
@@ -30,7 +32,10 @@ if TYPE_CHECKING:
     from ..contract import SourceContext
 
 TEE_PREFIX = r"\[(?P<role>[A-Za-z_][\w\-]*?)(?P<local_rank>\d+)\]:"
-TORCHRUN = TextFormat(layouts=PYTHON_LAYOUTS, prefixes=(TEE_PREFIX, RANK_PREFIX))
+# PyTorch's own `[rank3]: ` first: the tee prefix's `[<role><local rank>]:` would take it as role
+# "rank", local rank 3, and leave the space that makes every line of a traceback an indented one
+# (a rank's --log-dir file); and again after the tee prefix (a teed console: `[default0]:[rank3]: `).
+TORCHRUN = TextFormat(layouts=PYTHON_LAYOUTS, prefixes=(RANK_PREFIX, TEE_PREFIX, RANK_PREFIX))
 
 
 def parse_torchrun(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
