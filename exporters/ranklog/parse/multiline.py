@@ -32,7 +32,9 @@ the rest re-offered later starts fresh and loses its ``continued`` mark; its lin
 
 Speed: the line-by-line walk runs only on stretches that need it. Headers, markers and plain lines
 outside a traceback are points where the walk's state is provably fresh; a stretch between two such
-points that is a single line (plus blank lines) is a record without walking.
+points that is a single line (plus blank lines) is a record without walking. Interleaved streams
+are grouped the same way one stream at a time, a stream's silence of more than the window being
+one more such point.
 """
 
 from __future__ import annotations
@@ -148,10 +150,10 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Se
     """Group lines into records (see the module docstring).
 
     With interleaved streams (`streams`: each line's, any hashable, or an integer array of stream
-    codes), each stream's lines are grouped on their own,
-    and a record also ends once `stream_window` lines have passed since its last line, so a stream
-    that falls silent cannot hold back the lines of the others. The result is that of feeding every
-    line in order to one walker with an open record per stream (tests/parse/test_grouping_oracle.py).
+    codes), each stream's lines are grouped on their own, and a record also ends once
+    `stream_window` lines have passed since its last line, so a stream that falls silent cannot
+    hold back the lines of the others. The result is that of feeding every line in order to one
+    walker with an open record per stream (tests/parse/test_grouping_oracle.py).
     """
     n = len(kinds)
     if n == 0:

@@ -239,8 +239,8 @@ def _match_layouts(body: pa.Array, fmt: TextFormat, tz: str, read_time_ns: int) 
     layout, and formats list the common ones first. Each later pattern first only *tests* the lines
     left (``match_substring_regex``: no groups, ~0.1 µs a line) and extracts from those it matches:
     the lines that reach it mostly match none (prints, a traceback's frames) or a layout further
-    down, and extracting on them cost ~1 µs a line and pattern (Ray's workers' and torchrun's rank
-    files 2× faster, tests/benchmarks: bench_layouts.py)."""
+    down, and extracting on them cost ~1 µs a line and pattern (the layout matching of Ray's
+    workers' and torchrun's rank files, real runs' output, 2× faster)."""
     n = len(body)
     remaining = np.ones(n, dtype=bool)
     parts: dict[str, list[tuple[np.ndarray, pa.Array]]] = {}
