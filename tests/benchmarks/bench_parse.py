@@ -11,6 +11,14 @@ several runs:
   parsing without offsets, fallbacks, attrs or the record schema).
 - Python logging text (`%(asctime)s - %(name)s - %(levelname)s - %(message)s`, 1% tracebacks) — peer:
   a per-line Python `re` parser with the same traceback joining.
+- What real runs wrote (tests/scenarios/*/out, repeated to the size): Ray's worker files (format
+  `ray`: markers, Ray's and Python's layouts, JSON lines with a dozen extra keys each, tracebacks) and
+  torchrun's per-rank files (format `torchrun`: `[rankN]:`-prefixed tracebacks, gloo's C++ lines,
+  prints) — failure runs, so tracebacks are a far larger share than in a healthy run's logs. Peer:
+  per line, Python `re` trying the format's own layouts in order; it builds no records, groups no
+  traceback and keeps no JSON extras, so it does much less than we do. No target: these rows are
+  there so that the cost of real tools' output (several times a clean logging file's per line) is
+  seen and a regression on it shows.
 
 Targets: the agent must ship ≥ 300,000 JSON lines/s per core end to end, so the JSON parse alone
 must do ≥ 600,000 lines per CPU-second (2×, leaving half the core to tailing and shipping) — which
@@ -38,6 +46,9 @@ sys.path.insert(0, str(REPO / "exporters"))
 import pyarrow.json as pa_json  # noqa: E402
 
 from ranklog.parse import SourceContext, parse  # noqa: E402
+from ranklog.parse.formats.ray import RAY  # noqa: E402
+from ranklog.parse.formats.torchrun import TORCHRUN  # noqa: E402
+from ranklog.parse.text_layouts import TextFormat  # noqa: E402
 from ranklog.record import normalize_row  # noqa: E402
 from tests.helpers.layouts import ranklog_line, traceback_lines  # noqa: E402
 
@@ -77,6 +88,32 @@ def python_data(lines: int) -> bytes:
             i += 1
         path.write_text("\n".join(out[:lines]) + "\n")
     return path.read_bytes()
+
+
+SCENARIOS = REPO / "tests" / "scenarios"
+
+
+def real_lines(pattern: str, lines: int) -> bytes:
+    """Lines of the real runs' files matching `pattern` (under tests/scenarios), repeated to `lines`."""
+    own = [line for path in sorted(SCENARIOS.glob(pattern)) for line in path.read_bytes().splitlines(keepends=True)]
+    return b"".join((own * (lines // len(own) + 1))[:lines])
+
+
+def layouts_peer(fmt: TextFormat):
+    """Per line, Python `re`: the format's prefixes peeled, then its layouts tried in order."""
+    prefixes = [re.compile(p) for p in fmt.prefixes]
+    layouts = [re.compile(p) for layout in fmt.layouts for p in layout.patterns]
+
+    def run(data: bytes) -> int:
+        matched = 0
+        for raw in data.decode("utf-8", "replace").splitlines():
+            for prefix in prefixes:
+                found = prefix.match(raw)
+                if found:
+                    raw = raw[found.end():]
+            matched += any(layout.match(raw) for layout in layouts)
+        return matched
+    return run
 
 
 def feed(data: bytes, fmt: str) -> int:
@@ -167,6 +204,13 @@ def main() -> int:
     peer_text, n_peer = measure(regex_peer, text, runs)
     assert n_text == n_peer, (n_text, n_peer)
     results.append(("python logging text", lines, ours_text, "per-line re + strptime", peer_text))
+    for name, pattern, fmt, layouts in (("Ray worker files", "ray_*/out/**/worker-*.[oe][ur][tr]", "ray", RAY),
+                                        ("torchrun rank files", "torchrun_*/out/**/attempt_*/*/std*.log", "torchrun",
+                                         TORCHRUN)):
+        data = real_lines(pattern, lines)
+        ours, _ = measure(lambda d, fmt=fmt: feed(d, fmt), data, runs)
+        peer, _ = measure(layouts_peer(layouts), data, runs)
+        results.append((name, lines, ours, "per-line re, the format's layouts", peer))
 
     print(f"parse benchmark ({'quick' if args.quick else 'full'}: {lines:,} lines per input, median of {runs} runs, "
           "lines per CPU-second)")
