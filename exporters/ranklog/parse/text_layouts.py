@@ -153,10 +153,10 @@ def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: Text
         consumed.append(used)
     grouping = Grouping(np.concatenate(starts), multi, len(together.lines))
     if len(grouping.starts):
-        columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields,
-                           [(ctx, count) for (_, _, ctx, _), count in zip(together.reads, rows, strict=True)])
+        files = together.files(rows)
+        columns = _records(grouping, marked.kinds, marked.body, marked.header_fields, marked.prefix_fields, files)
         batch = finish(build_batch_many(together.segments(grouping.starts), together.lines.starts[grouping.starts],
-                                        columns), together.files(rows))
+                                        columns), files)
     else:
         batch = empty_batch()
     attrs = batch.column("attrs")

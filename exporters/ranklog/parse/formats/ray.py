@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,7 +31,7 @@ import pyarrow.compute as pc
 
 from ..batch import concat, empty_batch, replace_columns, with_inferred_time
 from ..contract import ParseResult
-from ..joined import max_line_bytes
+from ..joined import Read, max_line_bytes
 from ..json_bulk import parse_json_lines, parse_json_lines_many
 from ..lines import split_lines
 from ..multiline import INTERJECTION, LONG_INTERJECTION
@@ -60,7 +61,7 @@ def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool,
     return _parse_mixed(data, base_offset, ctx, runs, final=final, read_time_ns=read_time_ns)
 
 
-def parse_ray_many(reads, *, read_time_ns: int) -> list[ParseResult]:
+def parse_ray_many(reads: Sequence[Read], *, read_time_ns: int) -> list[ParseResult]:
     """:func:`parse_ray` of several files' reads: those without a JSON line (a worker's or a
     component's file) in one pass of the text engine, those of JSON lines only (a worker's file after
     its marker lines, when the job logs with ``ray.LoggingConfig(encoding="JSON")``) in one pass of
@@ -86,18 +87,18 @@ def _read_kind(data: bytes, final: bool, max_line: int) -> str:
     return "json" if whole else "mixed"
 
 
-def _parse_text_reads(reads, read_time_ns: int) -> list[ParseResult]:
+def _parse_text_reads(reads: list[Read], read_time_ns: int) -> list[ParseResult]:
     return parse_text_lines_many(reads, read_time_ns=read_time_ns, fmt=RAY, finish=_message_rank)
 
 
-def _parse_json_reads(reads, read_time_ns: int) -> list[ParseResult]:
+def _parse_json_reads(reads: list[Read], read_time_ns: int) -> list[ParseResult]:
     """JSON-only reads as :func:`_parse_mixed` parses them: the JSON records take the role and job
     their file's marker lines left in its state (the line's own keys win)."""
-    return parse_json_lines_many(reads, read_time_ns=read_time_ns, mapping=build_mapping(reads[0][2].options.get("mapping")),
-                                 finish=_marked_json)
+    mapping = build_mapping(reads[0][2].options.get("mapping"))
+    return parse_json_lines_many(reads, read_time_ns=read_time_ns, mapping=mapping, finish=_marked_json)
 
 
-def _message_rank(batch: pa.RecordBatch, files) -> pa.RecordBatch:
+def _message_rank(batch: pa.RecordBatch, files: list[tuple[SourceContext, int]]) -> pa.RecordBatch:
     return with_message_rank(batch)
 
 
