@@ -40,6 +40,7 @@ one more such point.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -163,9 +164,11 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Se
         found = _bulk(kinds, lengths, breaks, max_lines, max_bytes)
         return _combined([found.mapped(None)], [_Open(found, None, final or found.last_seen() is None)], n)
     codes = streams if isinstance(streams, np.ndarray) else _stream_codes(streams)
+    order = np.argsort(codes, kind="stable")  # each stream's lines together, in file order
+    bounds = np.flatnonzero(np.diff(codes[order], prepend=-1, append=-1)).tolist()
     parts, opens = [], []
-    for code in np.unique(codes).tolist():
-        lines = np.flatnonzero(codes == code)
+    for lo, hi in itertools.pairwise(bounds):
+        lines = order[lo:hi]
         found = _bulk(kinds[lines], lengths[lines], _window_breaks(kinds[lines], lines, stream_window),
                       max_lines, max_bytes)
         parts.append(found.mapped(lines))
