@@ -35,6 +35,11 @@ def unchanged(batch: pa.RecordBatch, files: list[tuple[SourceContext, int]]) -> 
     return batch
 
 
+def finished(result: ParseResult, ctx: SourceContext, finish: Finish) -> ParseResult:
+    """A read parsed alone with the format's last step applied."""
+    return ParseResult(finish(result.batch, [(ctx, result.batch.num_rows)]), result.consumed, result.errors)
+
+
 @dataclass
 class JoinedReads:
     reads: list[Read]

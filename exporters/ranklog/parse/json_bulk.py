@@ -25,7 +25,7 @@ from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, normalize_row,
 from .ansi import strip_ansi_text
 from .batch import build_batch, build_batch_many, concat, with_inferred_time
 from .contract import ParseResult
-from .joined import Finish, Read, join_reads, max_line_bytes, unchanged
+from .joined import Finish, Read, finished, join_reads, max_line_bytes, unchanged
 from .jsontext import join_members, json_member, note_unusable
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, blank_mask, split_lines
@@ -80,7 +80,7 @@ def parse_json_lines_many(reads: Sequence[Read], *, read_time_ns: int, mapping: 
     results: dict[int, ParseResult] = {}
     for i in alone:
         one = parse_json_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, mapping=mapping)
-        results[i] = ParseResult(finish(one.batch, [(reads[i][2], one.batch.num_rows)]), one.consumed, one.errors)
+        results[i] = finished(one, reads[i][2], finish)
     if reads_joined is not None:
         data, lines = reads_joined.data, reads_joined.lines
         keep = np.flatnonzero(~blank_mask(data, lines))

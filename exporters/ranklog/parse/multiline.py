@@ -100,11 +100,9 @@ class Group:
 
     def shifted(self, lines: int) -> Group:
         """This record with its line indices `lines` further on (its read joined after others')."""
-        return dataclasses.replace(self, start=self.start + lines, lines=[i + lines for i in self.lines],
-                                   exception_lines=[i + lines for i in self.exception_lines],
-                                   blanks=[i + lines for i in self.blanks])
+        return self.mapped(range(lines, lines + self.last_seen + 1))
 
-    def mapped(self, to: list[int]) -> Group:
+    def mapped(self, to: Sequence[int]) -> Group:
         """This record with each line index i replaced by ``to[i]`` (a stream's lines among all)."""
         return dataclasses.replace(self, start=to[self.start], lines=[to[i] for i in self.lines],
                                    exception_lines=[to[i] for i in self.exception_lines],
@@ -292,11 +290,9 @@ def _bulk(kinds: np.ndarray, lengths: np.ndarray, breaks: np.ndarray | None, max
         walker = _Walker(length_list, max_lines, max_bytes, n)
         for i, kind in zip(range(lo, hi), kinds[lo:hi].tolist(), strict=True):
             walker.feed(i, kind, "")
-        pending = walker.open.pop("", None)
-        if pending is not None and hi < n:
-            walker.groups.append(pending)  # the next boundary ends it
-            pending.blanks = []
-            pending = None
+        if hi < n:
+            walker.close("")  # the next boundary ends it
+        pending = walker.open.get("")
         starts.append(np.array([group.start for group in walker.groups], dtype=np.int64))
         multi.update((g.start, g) for g in walker.groups if _is_multi(g))
     all_starts = starts[0] if len(starts) == 1 else np.sort(np.concatenate(starts))  # single lines only: in order

@@ -31,7 +31,7 @@ from .arrowbytes import first_bytes, value_lengths
 from .batch import build_batch, build_batch_many, empty_batch
 from .contract import ParseResult
 from .groups import extract_groups
-from .joined import Finish, Read, join_reads, max_line_bytes, unchanged
+from .joined import Finish, Read, finished, join_reads, max_line_bytes, unchanged
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
 from .lines import Lines, decode_lines, split_lines
@@ -133,7 +133,7 @@ def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: Text
     results: dict[int, ParseResult] = {}
     for i in alone:
         one = parse_text_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, fmt=fmt)
-        results[i] = ParseResult(finish(one.batch, [(reads[i][2], one.batch.num_rows)]), one.consumed, one.errors)
+        results[i] = finished(one, reads[i][2], finish)
     if together is None:
         return [results[i] for i in range(len(reads))]
     first_ctx = together.reads[0][2]
