@@ -1,0 +1,110 @@
+"""JSON lines among lines the bulk reader rejects: records equal to each line parsed alone, at the bulk path's cost.
+
+A JSON-lines file is seldom only JSON: a C++ library's warning, a ``print``, a line cut by a crash land
+in it. Each such line must cost its own line, not a re-read of its whole 8 MB block: these tests
+hold the records to the line-by-line oracle (every line parsed alone takes the line path) and count
+how many bytes the JSON reader is handed for a block with failing lines."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.json as pa_json
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ranklog.parse import json_bulk
+from ranklog.parse.formats.ranklog import RANKLOG_MAPPING
+from tests.parse.conftest import READ_TIME_NS, make_ctx, rows
+
+
+def _valid(i: int) -> bytes:
+    return json.dumps({"ts": f"2026-12-02T13:04:{i % 60:02d}.{i:06d}Z", "level": "INFO", "msg": f"step {i}",
+                       "rank": i % 8, "seq": i, "loss": i / 7}).encode()
+
+
+# lines the bulk reader rejects, each for another reason, and lines that only change a column's type
+ODD_LINES = [
+    b"W1205 12:00:00.000000 4242 nccl.cc:99] NCCL WARN a C++ library writes into the JSON file",
+    b'{"ts": "2026-12-02T13:04:05Z", "msg": "cut by a crash',
+    b"null", b"[1, 2]", b'"a string"', b"42", b"{}",
+    b'{"msg": "one"}{"msg": "two on a line"}',
+    b'   {"msg": "padded object", "seq": 3}   ',
+    b'{"msg": "trailing comma",}',
+    b'{"ts": "not a time", "msg": "bad time"}',
+    b'{"msg": "invalid utf-8 \xff inside"}',
+    b'{"msg": "a rank that is text", "rank": "three"}',
+    b'{"msg": "a rank past int32", "rank": 99999999999}',
+    b'{"msg": "loss as text", "loss": "nan"}',
+    b'{"msg": "nested", "data": {"a": [1, {"b": null}]}}',
+    b'{"msg": "NaN literal", "loss": NaN}',
+    b"", b"   ",
+]
+
+
+def _parse(data: bytes, base: int = 0):
+    result = json_bulk.parse_json_lines(data, base, make_ctx("ranklog"), final=True, read_time_ns=READ_TIME_NS,
+                                        mapping=RANKLOG_MAPPING, infer_time=False)
+    return rows(result.batch), result.errors
+
+
+def _alone(lines: list[bytes]):
+    """The oracle: each line parsed on its own (a block of one line takes the line path)."""
+    got, errors, offset = [], 0, 0
+    for line in lines:
+        one, err = _parse(line + b"\n", offset)
+        got += one
+        errors += err
+        offset += len(line) + 1
+    return got, errors
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.integers(0, 999).map(_valid), st.sampled_from(ODD_LINES)), min_size=1, max_size=60))
+def test_records_are_those_of_each_line_parsed_alone(lines: list[bytes]) -> None:
+    assert _parse(b"\n".join(lines) + b"\n") == _alone(lines)
+
+
+def test_a_block_with_failing_lines_is_read_about_twice_not_once_per_bisection(monkeypatch) -> None:
+    """1% of the lines are text and 1% cut objects: the reader is handed ~2× the block's bytes
+    (bisecting handed it ~15×, and one read per small block), and the records are the oracle's."""
+    handed = _counting_reads(monkeypatch)
+    lines = [_valid(i) for i in range(4000)]
+    for at in range(37, 4000, 50):
+        lines[at] = ODD_LINES[0] if at % 100 == 37 else ODD_LINES[1]
+    data = b"\n".join(lines) + b"\n"
+    got = _parse(data)
+    assert sum(handed) < 2.2 * len(data), (len(handed), sum(handed) / len(data))
+    assert len(handed) <= 90  # one read per failing line at most, and one for the rest
+    assert got == _alone(lines)
+    assert got[1] == 80  # every odd line is a parse error, kept as a text record
+    assert [r["seq"] for r in got[0] if r["format"] == "ranklog"] == [i for i in range(4000) if (i - 37) % 50]
+
+
+def _counting_reads(monkeypatch) -> list[int]:
+    """The sizes of the buffers handed to the JSON reader from now on."""
+    handed: list[int] = []
+    read_json = pa_json.read_json
+    monkeypatch.setattr(pa_json, "read_json", lambda source, **kw: (handed.append(source.size()),
+                                                                      read_json(source, **kw))[1])
+    return handed
+
+
+def test_a_change_of_a_value_type_starts_a_block_of_its_own(monkeypatch) -> None:
+    """The reader also stops where a column's type changes (a number, then text): that line is valid
+    JSON, so it starts the next block instead of being bisected out — one line as in a real run where
+    a metric turns to "nan", and the rest of a file whose field changed type for good."""
+    handed = _counting_reads(monkeypatch)
+    lines = [_valid(i) for i in range(10)] + [b'{"msg": "loss as text", "loss": "nan"}'] + [_valid(i) for i in range(10, 20)]
+    got, errors = _parse(b"\n".join(lines) + b"\n")
+    assert errors == 0 and [r["format"] for r in got] == ["ranklog"] * 21
+    assert json.loads(got[10]["attrs"]) == {"loss": "nan"}
+    assert (got, errors) == _alone(lines)
+
+    handed.clear()
+    lines = [_valid(i) for i in range(300)] + [_valid(i).replace(b'"loss": ', b'"loss": "') .replace(b"}", b'"}')
+                                               for i in range(300, 600)]
+    got, errors = _parse(b"\n".join(lines) + b"\n")
+    assert errors == 0 and [r["seq"] for r in got] == list(range(600))
+    assert len(handed) <= 4, handed  # the failing read, then each kind's block (bisecting: dozens)
+    assert (got, errors) == _alone(lines)
