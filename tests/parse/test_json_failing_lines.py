@@ -108,3 +108,19 @@ def test_a_change_of_a_value_type_starts_a_block_of_its_own(monkeypatch) -> None
     assert errors == 0 and [r["seq"] for r in got] == list(range(600))
     assert len(handed) <= 4, handed  # the failing read, then each kind's block (bisecting: dozens)
     assert (got, errors) == _alone(lines)
+
+
+def test_values_a_field_cannot_hold_send_their_rows_alone_to_the_line_path(monkeypatch) -> None:
+    """A time that is none, a rank past int32: those rows take the line path
+    (their values kept in attrs, as there), the block is read once more without them — bisecting it
+    instead re-read it ~log2(k) times for k such rows."""
+    handed = _counting_reads(monkeypatch)
+    lines = [_valid(i) for i in range(2000)]
+    for at in range(41, 2000, 100):
+        lines[at] = lines[at].replace(b'"ts": "2026', b'"ts": "yesterday, 2026')
+    lines[77] = lines[77].replace(b'"rank": 5', b'"rank": 99999999999')
+    got, errors = _parse(b"\n".join(lines) + b"\n")
+    assert len(handed) == 2, handed  # the block, then the block without those rows
+    assert errors == 21 and [r["seq"] for r in got] == list(range(2000))
+    assert json.loads(got[41]["attrs"])["ts"].startswith("yesterday")
+    assert (got, errors) == _alone(lines)

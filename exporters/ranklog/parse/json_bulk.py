@@ -62,6 +62,14 @@ class _Fallback(Exception):
     """This block cannot take the fast path as a whole."""
 
 
+class _BadRows(_Fallback):
+    """These rows of the block (a boolean mask) hold values the bulk conversion cannot take."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        super().__init__(int(rows.sum()))
+        self.rows = rows
+
+
 class _FailedAt(_Fallback):
     """The JSON reader stopped at this row of the block (its index among the block's lines)."""
 
@@ -204,6 +212,11 @@ class _BlockReader:
             if rejected:
                 raise _Fallback
             columns = self._columns(idx, self._table(idx) if table is None else table)
+        except _BadRows as bad:  # those rows take the line path, the others are read again without them
+            for i in idx[bad.rows].tolist():
+                self._one_line(i)
+            self._bisect(idx[~bad.rows])
+            return
         except _Fallback:
             middle = len(idx) // 2
             self._bisect(idx[:middle])
@@ -267,15 +280,22 @@ class _BlockReader:
         """The record columns of the reader's `table` of lines `idx`."""
         columns: dict[str, pa.Array] = {}
         contested = np.zeros(len(idx), dtype=bool)  # rows where two keys claim one field: the loser goes to attrs
+        bad = np.zeros(len(idx), dtype=bool)
         for name, keys in self.mapping.items():
             present = [table.column(k).chunk(0) for k in keys if k in table.column_names]
-            converted = [self._convert(name, col) for col in present]
+            try:
+                converted = [self._convert(name, col) for col in present]
+            except _BadRows as rows:  # every field's bad rows at once: one more read of the rest, not one a field
+                bad |= rows.rows
+                continue
             if len(converted) == 1:
                 columns[name] = converted[0]
             elif converted:
                 columns[name] = pc.coalesce(*converted)
                 claims = sum(np.asarray(col.is_valid(), dtype=np.int8) for col in present)
                 contested |= claims > 1
+        if bad.any():
+            raise _BadRows(bad)
         columns["attrs"] = self._attrs(idx, table, contested)
         return columns
 
@@ -290,34 +310,44 @@ class _BlockReader:
         return False
 
     def _convert(self, name: str, column: pa.Array) -> pa.Array:
+        """`column` (the reader's values of record field `name`) as the record column; :class:`_BadRows`
+        for the rows whose values it cannot hold as such (a rank written as text, a time that is none):
+        the line path keeps those values in attrs. Only a failure it cannot pin to rows (a date past
+        what the reader's type holds) rejects the block."""
         kind = column.type
         if pa.types.is_null(kind):
             return column
+        present = np.asarray(column.is_valid())
         if name == "ts":
             if not (pa.types.is_string(kind) or pa.types.is_timestamp(kind) or pa.types.is_integer(kind)
                     or pa.types.is_floating(kind)):
-                raise _Fallback
+                raise _BadRows(present)
             try:
                 converted = to_timestamps(column, self.tz)
             except pa.ArrowInvalid as exc:  # a date the ts type cannot hold (year 2999 as timestamp[s])
                 raise _Fallback from exc
             if converted.null_count > column.null_count:  # a value that is not a time: keep it in attrs
-                raise _Fallback
+                raise _BadRows(present & np.asarray(converted.is_null()))
             return converted
         if name == "level":
             if not (pa.types.is_string(kind) or pa.types.is_integer(kind)):
-                raise _Fallback
+                raise _BadRows(present)
             return normalize_levels(column)
         if name in INT32_FIELDS or name in INT64_FIELDS:
             if not pa.types.is_integer(kind):
-                raise _Fallback
+                raise _BadRows(present)
             target = pa.int32() if name in INT32_FIELDS else pa.int64()
             try:
                 return column.cast(target)
-            except pa.ArrowInvalid as exc:
-                raise _Fallback from exc
+            except pa.ArrowInvalid as exc:  # past the field's range: those rows
+                info = np.iinfo(np.int32 if name in INT32_FIELDS else np.int64)
+                values = column.fill_null(0).to_numpy()
+                outside = present & ((values < info.min) | (values > info.max))
+                if not outside.any():
+                    raise _Fallback from exc
+                raise _BadRows(outside) from exc
         if not pa.types.is_string(kind):
-            raise _Fallback
+            raise _BadRows(present)
         return column
 
     def _attrs(self, idx: np.ndarray, table: pa.Table, contested: np.ndarray) -> pa.Array:
