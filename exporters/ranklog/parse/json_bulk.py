@@ -3,8 +3,8 @@
 The fast path hands a block of complete lines to ``pyarrow.json.read_json`` and converts the columns
 it yields. Lines that cannot be one JSON object (not ``{…}``: a C++ library's warning, a ``print``)
 are set aside before the reader sees them; where the reader stops at a row (a line cut by a crash,
-a value whose type differs from the rows before it) that line takes the line path or starts a new
-block and the reader goes on after it, so each failing line costs about its own line (bisecting the
+a value whose type differs from the rows before it) that line takes the line path and the reader
+goes on after it, so each failing line costs about its own line (bisecting the
 block instead read it ~log2(k) times over for k failing lines, one read per small block: one text
 line in 100 cost 57 µs a line against 1.7 for clean JSON). A block rejected without a row (a known
 field with the wrong type, a timestamp that does not parse) is bisected until the offending lines are
@@ -46,6 +46,7 @@ Mapping_ = Mapping[str, Sequence[str]]
 # pyarrow's reader crashes the process on very deep nesting (~10,000 levels); lines with this many
 # opening brackets are parsed by Python instead (which raises a clean RecursionError).
 _MAX_OPEN_BRACKETS = 1000
+_DENSE = 16  # a reader's failed try costs ~0.2 ms, the line path ~15 µs a line: see _BlockReader._scan
 _SMALL_BLOCK = 2  # up to this many lines, parsing line by line costs less than the JSON reader
 # (measured, ranklog JSON: 1 / 2 / 5 / 8 lines 600 / 756 / 1,234 / 1,707 µs line by line, 845 / 960 / 930 / 967 µs
 # with the reader; a trickle reads a few lines at a time)
@@ -139,7 +140,8 @@ class _BlockReader:
         self.pieces: list[tuple[np.ndarray, dict[str, pa.Array]]] = []
         self.errors = 0
         self.error_lines: list[int] = []  # the lines counted in `errors` (parse_json_lines_many splits them)
-        self._rows: list[dict[str, Any]] = []
+        self._rows: list[dict[str, Any]] = []  # the line path's rows, records or (at _objects) decoded objects
+        self._objects: list[int] = []
         self._row_idx: list[int] = []
 
     def read(self, idx: np.ndarray) -> None:
@@ -167,43 +169,44 @@ class _BlockReader:
         return (self._bytes[self.lines.starts[idx]] == 0x7B) & (self._bytes[self.lines.ends[idx] - 1] == 0x7D)
 
     def _scan(self, idx: np.ndarray) -> None:
-        """Read `idx` in bulk; where the reader stops at a row, that line takes the line path (or, valid
-        alone — a value's type changed there — starts the next block) and the reader goes on after
-        it. The blocks left are read again whole, so every byte is handed to the reader about twice
-        however many lines fail."""
-        blocks: list[list[np.ndarray]] = [[]]
-        start, rejected = 0, False
+        """Read `idx` in bulk; where the reader stops at a row (bad JSON, or a value whose type differs
+        from the rows before it), that line takes the line path and the reader goes on after it. The
+        lines left are then read again as one block, so every byte is handed to the reader about
+        twice however many lines fail. Where failures come within `_DENSE` lines of each other, the
+        lines up to the failure take the line path too: a read costs as much as that many lines."""
+        kept: list[np.ndarray] = []
+        start = 0
         while start < len(idx):
             rest = idx[start:]
             try:
                 table = self._table(rest)
             except _FailedAt as failed:
                 row = failed.row
-                if row:
-                    blocks[-1].append(rest[:row])
-                if row and self._one_object(int(rest[row])):
-                    blocks.append([])
-                    start += row
+                if row < _DENSE:
+                    for i in rest[:row + 1].tolist():
+                        self._one_line(i)
                 else:
+                    kept.append(rest[:row])
                     self._one_line(int(rest[row]))
-                    start += row + 1
+                start += row + 1
                 continue
-            except _Fallback:  # rejected, no row named: bisected below
-                rejected = not blocks[-1]  # the block is `rest` alone: no need to read it whole again
-                blocks[-1].append(rest)
-                break
+            except _Fallback:  # rejected, no row named: bisected below, without a second read if alone
+                if not kept:
+                    self._bisect(rest, rejected=True)
+                    return
+                table = None
             if start == 0:
                 self._bisect(idx, table)
                 return
-            blocks[-1].append(rest)
+            kept.append(rest)
             break
-        for n, parts in enumerate(blocks):
-            if parts:
-                self._bisect(np.concatenate(parts), rejected=rejected and n == len(blocks) - 1)
+        if kept:
+            self._bisect(np.concatenate(kept))
 
     def _bisect(self, idx: np.ndarray, table: pa.Table | None = None, rejected: bool = False) -> None:
-        """Read `idx` (its reader's `table`, if read already; known to fail: `rejected`) in bulk, or
-        each half of it the same way."""
+        """Read `idx` (its reader's `table`, if read already; known to fail: `rejected`) in bulk, or in
+        two parts the same way: split where the reader stopped (a column's type changed there), the
+        rows a field cannot hold taken out, or in halves."""
         if len(idx) <= _SMALL_BLOCK:
             for i in idx.tolist():
                 self._one_line(i)
@@ -217,8 +220,8 @@ class _BlockReader:
                 self._one_line(i)
             self._bisect(idx[~bad.rows])
             return
-        except _Fallback:
-            middle = len(idx) // 2
+        except _Fallback as failed:
+            middle = failed.row if isinstance(failed, _FailedAt) and failed.row else len(idx) // 2
             self._bisect(idx[:middle])
             self._bisect(idx[middle:])
             return
@@ -227,12 +230,6 @@ class _BlockReader:
 
     def _raw(self, i: int) -> bytes:
         return self.data[int(self.lines.starts[i]): int(self.lines.ends[i])]
-
-    def _one_object(self, i: int) -> bool:
-        try:
-            return isinstance(json.loads(self._raw(i).decode("utf-8", "replace"), strict=False), dict)
-        except (ValueError, RecursionError):
-            return False
 
     # -- fast path -------------------------------------------------------------------------------
     def _block(self, idx: np.ndarray) -> pa.Buffer:
@@ -334,8 +331,7 @@ class _BlockReader:
                 raise _BadRows(present)
             return normalize_levels(column)
         if name in INT32_FIELDS or name in INT64_FIELDS:
-            if not pa.types.is_integer(kind):
-                raise _BadRows(present)
+            column = _whole_numbers(column, present)
             target = pa.int32() if name in INT32_FIELDS else pa.int64()
             try:
                 return column.cast(target)
@@ -408,29 +404,50 @@ class _BlockReader:
 
     # -- slow path -------------------------------------------------------------------------------
     def _one_line(self, i: int) -> None:
-        before = self.errors
-        raw = self._raw(i)
-        text = raw.decode("utf-8", "replace")
+        """Line `i` on the line path: decoded here, mapped to its record in :meth:`_flush_rows` with
+        the other lines waiting there (their times converted in one call: one at a time it cost
+        ~100 µs a line, most of the line path)."""
+        text = self._raw(i).decode("utf-8", "replace")
         try:
             obj = json.loads(text, strict=False)  # raw control characters (NUL, tabs) are kept
             if not isinstance(obj, dict):
                 raise ValueError(f"not a JSON object but {type(obj).__name__}")
-            row = self._mapped_row(obj)
         except (ValueError, RecursionError, TypeError, OverflowError) as exc:
-            self.errors += 1
-            row = {"msg": strip_ansi_text(text), "format": "text", "level": None,
-                   "attrs": json.dumps({"parse_error": str(exc)[:300]}, separators=(",", ":"))}
-        self._rows.append(row)
+            self._rows.append(self._text_row(i, text, exc))
+        else:
+            self._objects.append(len(self._rows))
+            self._rows.append(obj)
         self._row_idx.append(i)
-        self.error_lines += [i] * (self.errors - before)
 
-    def _mapped_row(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def _text_row(self, i: int, text: str, exc: Exception) -> dict[str, Any]:
+        """Line `i` kept as text, with the error that kept it out of JSON."""
+        self.errors += 1
+        self.error_lines.append(i)
+        return {"msg": strip_ansi_text(text), "format": "text", "level": None,
+                "attrs": json.dumps({"parse_error": str(exc)[:300]}, separators=(",", ":"))}
+
+    def _map_objects(self, rows: list[dict[str, Any]], idx: list[int]) -> None:
+        """The decoded objects among `rows` (line `idx[k]` each) → their records, in place."""
+        objects, self._objects = self._objects, []
+        timed = [(k, key) for k in objects if isinstance(rows[k].get(key := self._winners(rows[k]).get("ts", "")), str)]
+        times = dict(zip((k for k, _ in timed), _texts_to_ns([rows[k][key] for k, key in timed], self.tz), strict=True))
+        for k in objects:
+            before = self.errors
+            try:
+                rows[k] = self._mapped_row(rows[k], times.get(k))
+            except (ValueError, RecursionError, TypeError, OverflowError) as exc:
+                rows[k] = self._text_row(idx[k], self._raw(idx[k]).decode("utf-8", "replace"), exc)
+            else:
+                self.error_lines += [idx[k]] * (self.errors - before)
+
+    def _mapped_row(self, obj: dict[str, Any], ts_ns: int | None) -> dict[str, Any]:
+        """`obj`'s record; `ts_ns`: its time text converted (None: not a time)."""
         fields: dict[str, Any] = {}
         rejected: dict[str, Any] = {}
         for name, key in self._winners(obj).items():
             value = obj[key]
             if name == "ts" and isinstance(value, str):
-                ns = _text_to_ns(value, self.tz)
+                ns = ts_ns
                 if ns is None:
                     rejected[key] = value
                     continue
@@ -457,7 +474,9 @@ class _BlockReader:
         if not self._rows:
             return
         rows, self._rows = self._rows, []
-        idx, self._row_idx = np.asarray(self._row_idx, dtype=np.int64), []
+        lines, self._row_idx = self._row_idx, []
+        self._map_objects(rows, lines)
+        idx = np.asarray(lines, dtype=np.int64)
         columns: dict[str, pa.Array] = {}
         for name in ("level", "msg", "attrs", "format", *_STRING_FIELDS):
             columns[name] = pa.array([row.get(name) for row in rows], pa.string())
@@ -473,7 +492,30 @@ class _BlockReader:
 
 
 
-def _text_to_ns(text: str, tz: str) -> int | None:
-    """One timestamp text, converted exactly as the bulk path does (nanoseconds, `tz` for naive times)."""
-    value = strings_to_timestamps(pa.array([text], pa.string()), tz)[0]
-    return None if not value.is_valid else value.cast(pa.int64()).as_py() * NS_PER_TS
+def _whole_numbers(column: pa.Array, present: np.ndarray) -> pa.Array:
+    """An integer field's values as int64, as the line path's ``int()`` reads them: integers; numbers
+    the reader made floats because a float stood beside them (whole, below 2**53, where a double is
+    still exact); integers written as text (``"3"``: plain digits only — ``int()`` also takes
+    ``" 3"`` or ``"3_000"``, which the line path is left to). :class:`_BadRows` for the others."""
+    kind = column.type
+    if pa.types.is_integer(kind):
+        return column.cast(pa.int64())
+    if pa.types.is_floating(kind):
+        whole = pc.and_(pc.equal(pc.floor(column), column), pc.less(pc.abs(column), float(1 << 53)))
+    elif pa.types.is_string(kind):
+        whole = pc.match_substring_regex(column, r"^-?[0-9]{1,18}$")
+    else:
+        raise _BadRows(present)
+    bad = present & ~np.asarray(pc.fill_null(whole, False))
+    if bad.any():
+        raise _BadRows(bad)
+    return column.cast(pa.int64())
+
+
+def _texts_to_ns(texts: list[str], tz: str) -> list[int | None]:
+    """Timestamp texts, converted exactly as the bulk path does (nanoseconds, `tz` for naive times;
+    None where a text is not a time)."""
+    if not texts:
+        return []
+    values = strings_to_timestamps(pa.array(texts, pa.string()), tz).cast(pa.int64()).to_pylist()
+    return [None if value is None else value * NS_PER_TS for value in values]
