@@ -169,3 +169,20 @@ def test_integers_written_as_text_or_beside_floats_stay_on_the_bulk_path(monkeyp
     assert len(handed) == 2, handed  # the block, then the block without the line whose seq is no integer
     assert errors == 1 and [r["seq"] for r in got] == [*range(250), None, *range(251, 500)]
     assert (got, errors) == _alone(lines)
+
+
+def test_lines_the_reader_reads_wrong_are_found_by_their_bytes_not_by_bisection(monkeypatch) -> None:
+    """Invalid UTF-8 inside a value (the reader passes it through), two objects on one line (the reader
+    makes two rows), nesting deeper than the reader may be handed: the block fails as a whole, the
+    lines are found by their bytes and take the line path, the rest is read once more."""
+    handed = _counting_reads(monkeypatch)
+    lines = [_valid(i) for i in range(2000)]
+    for at in range(13, 2000, 100):
+        lines[at] = lines[at].replace(b"step", b"st\xffep")
+    for at in range(63, 2000, 100):
+        lines[at] = lines[at] + b' {"msg": "a second object"}'
+    lines[500] = lines[500][:-1] + b', "deep": ' + b"[" * 1200 + b"]" * 1200 + b"}"
+    got, errors = _parse(b"\n".join(lines) + b"\n")
+    assert len(handed) <= 4, handed
+    assert [r["msg"] for r in got[13:14]] == ["st\ufffdep 13"] and errors == 21
+    assert (got, errors) == _alone(lines)

@@ -56,6 +56,7 @@ _STRING_FIELDS = ("msg", "exc", "logger", "host", "ip", "job", "role", "trace_id
 ExtrasHook = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+_TWO_OBJECTS = re.compile(rb"\}\s*\{")  # what a line the reader makes two rows of holds (or a string does)
 _FAILED_ROW = re.compile(r" in row (\d+)$")  # the end of the reader's message for a row it rejects
 
 
@@ -190,6 +191,11 @@ class _BlockReader:
                     self._one_line(int(rest[row]))
                 start += row + 1
                 continue
+            except _BadRows as bad:  # lines the reader must not see or cannot read right: the line path
+                for i in rest[bad.rows].tolist():
+                    self._one_line(i)
+                kept.append(rest[~bad.rows])
+                break
             except _Fallback:  # rejected, no row named: bisected below, without a second read if alone
                 if not kept:
                     self._bisect(rest, rejected=True)
@@ -246,8 +252,9 @@ class _BlockReader:
 
     def _table(self, idx: np.ndarray) -> pa.Table:
         """The reader's table of the lines `idx`; :class:`_FailedAt` where it names the row it stopped at."""
-        if self._too_deep(idx):
-            raise _Fallback
+        deep = self._too_deep(idx)
+        if deep.any():
+            raise _BadRows(deep)
         block = self._block(idx)
         try:
             table = pa_json.read_json(
@@ -268,10 +275,22 @@ class _BlockReader:
             # (~1.7 ms for an 8 MB block)
             table.validate(full=True)
         except (pa.ArrowException, ValueError) as exc:
-            raise _Fallback from exc
-        if table.num_rows != len(idx):  # e.g. two objects on one line
-            raise _Fallback
+            raise self._rows_where(idx, np.flatnonzero(self._bytes >= 0x80), _not_utf8) from exc
+        if table.num_rows != len(idx):  # two objects on a line: the reader made two rows of it
+            b = self._bytes
+            raise self._rows_where(idx, np.flatnonzero((b[:-1] == 0x7D) & (b[1:] != 0x0A)), _TWO_OBJECTS.search)
         return table.combine_chunks()
+
+    def _rows_where(self, idx: np.ndarray, hits: np.ndarray, test: Callable[[bytes], Any]) -> _Fallback:
+        """:class:`_BadRows` for the lines of `idx` in which `test` finds something, tried (in Python,
+        once a line) only on the lines holding one of the byte positions `hits`; a plain
+        :class:`_Fallback` (bisection) if it finds nothing."""
+        rows = np.zeros(len(idx), dtype=bool)
+        if len(hits):
+            holding = np.searchsorted(hits, self.lines.ends[idx]) > np.searchsorted(hits, self.lines.starts[idx])
+            for k in np.flatnonzero(holding).tolist():
+                rows[k] = bool(test(self._raw(int(idx[k]))))
+        return _BadRows(rows) if rows.any() else _Fallback()
 
     def _columns(self, idx: np.ndarray, table: pa.Table) -> dict[str, pa.Array]:
         """The record columns of the reader's `table` of lines `idx`."""
@@ -296,15 +315,15 @@ class _BlockReader:
         columns["attrs"] = self._attrs(idx, table, contested)
         return columns
 
-    def _too_deep(self, idx: np.ndarray) -> bool:
-        """Does any line hold more opening brackets than pyarrow can safely nest? (Only a line of at
+    def _too_deep(self, idx: np.ndarray) -> np.ndarray:
+        """Which lines hold more opening brackets than pyarrow can safely nest? (Only a line of at
         least that many bytes can, so ordinary lines cost nothing here.)"""
         lengths = self.lines.ends[idx] - self.lines.starts[idx]
-        for i in idx[lengths >= _MAX_OPEN_BRACKETS].tolist():
-            raw = self._raw(i)
-            if raw.count(b"[") + raw.count(b"{") >= _MAX_OPEN_BRACKETS:
-                return True
-        return False
+        deep = np.zeros(len(idx), dtype=bool)
+        for k in np.flatnonzero(lengths >= _MAX_OPEN_BRACKETS).tolist():
+            raw = self._raw(int(idx[k]))
+            deep[k] = raw.count(b"[") + raw.count(b"{") >= _MAX_OPEN_BRACKETS
+        return deep
 
     def _convert(self, name: str, column: pa.Array) -> pa.Array:
         """`column` (the reader's values of record field `name`) as the record column; :class:`_BadRows`
@@ -490,6 +509,14 @@ class _BlockReader:
             columns["level"] = pc.if_else(unparsed, guess_levels(columns["msg"]), columns["level"])
         self.pieces.append((idx, columns))
 
+
+
+def _not_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _whole_numbers(column: pa.Array, present: np.ndarray) -> pa.Array:
