@@ -327,7 +327,7 @@ class _BlockReader:
 
     def _convert(self, name: str, column: pa.Array) -> pa.Array:
         """`column` (the reader's values of record field `name`) as the record column; :class:`_BadRows`
-        for the rows whose values it cannot hold as such (a rank written as text, a time that is none):
+        for the rows whose values it cannot hold as such (a rank of 2.5 or "three", a time that is none):
         the line path keeps those values in attrs. Only a failure it cannot pin to rows (a date past
         what the reader's type holds) rejects the block."""
         kind = column.type
