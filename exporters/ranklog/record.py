@@ -201,6 +201,11 @@ def ts_array(values: Any, unit: str = "ns") -> pa.Array:
     return pa.array(out, pa.int64(), mask=mask if mask.any() else None).cast(ts_type)
 
 
+# Text fields a writer may fill with a whole number, kept as its digits: a scheduler's job id
+# (`"job": int(os.environ["SLURM_JOB_ID"])`) is the job, not a value of the wrong type.
+NUMBERED_TEXT_FIELDS = frozenset({"job"})
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -268,7 +273,7 @@ def normalize_row(row: Mapping[str, Any], defaults: Mapping[str, Any] | None = N
                 extra[name] = value
             value = coerced
         elif value is not None and not isinstance(value, str):
-            if name == "msg":
+            if name == "msg" or (name in NUMBERED_TEXT_FIELDS and _is_int(value)):
                 value = str(value)
             else:
                 extra[name] = value

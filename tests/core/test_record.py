@@ -96,6 +96,16 @@ def test_normalize_row_keeps_everything():
     assert row["host"] is None or row["host"] == "n1"
 
 
+def test_a_job_id_written_as_a_number_is_the_job():
+    """A scheduler's job id is a number (SLURM_JOB_ID): kept as its digits, not as a wrong-typed value
+    in attrs (which counted a parse error on every line and left the record without its job)."""
+    row = record.normalize_row({"msg": "m", "job": 4242, "host": 7})
+    assert row["job"] == "4242" and json.loads(row["attrs"]) == {"host": 7}
+    for odd in (True, 4.5, [1]):
+        row = record.normalize_row({"msg": "m", "job": odd})
+        assert row["job"] is None and json.loads(row["attrs"]) == {"job": odd}
+
+
 def test_out_of_range_ints_go_to_attrs():
     row = record.normalize_row({"msg": "m", "rank": 2**40, "step": 10**30})
     assert row["rank"] is None and row["step"] is None

@@ -47,13 +47,14 @@ TIMES = [b'"2026-12-02 13:04:05"', b'"2026-12-02T13:04:05+02:00"', b'"2026-12-02
          b"1796216645", b"1796216645.5", b'"2999-01-01T00:00:00Z"', b'"yesterday"', b'""']
 
 
-def _variant(i: int, rank: bytes, seq: bytes, ts: bytes) -> bytes:
-    return b'{"ts": %s, "level": "WARNING", "msg": "variant %d", "rank": %s, "seq": %s}' % (ts, i, rank, seq)
+def _variant(i: int, rank: bytes, seq: bytes, ts: bytes, job: bytes = b'"j"') -> bytes:
+    return b'{"ts": %s, "level": "WARNING", "msg": "variant %d", "rank": %s, "seq": %s, "job": %s}' % (
+        ts, i, rank, seq, job)
 
 
 LINES = st.one_of(st.integers(0, 999).map(_valid), st.sampled_from(ODD_LINES),
                   st.builds(_variant, st.integers(0, 999), st.sampled_from(VARIANTS), st.sampled_from(VARIANTS),
-                            st.sampled_from(TIMES)))
+                            st.sampled_from(TIMES), st.sampled_from(VARIANTS)))
 
 
 def _parse(data: bytes, base: int = 0):

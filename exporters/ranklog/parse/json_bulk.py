@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
-from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, normalize_row, ts_array
+from ranklog.record import INT32_FIELDS, INT64_FIELDS, NS_PER_TS, NUMBERED_TEXT_FIELDS, normalize_row, ts_array
 
 from .ansi import strip_ansi_text
 from .batch import build_batch, build_batch_many, concat, with_inferred_time
@@ -361,6 +361,8 @@ class _BlockReader:
                 if not outside.any():
                     raise _Fallback from exc
                 raise _BadRows(outside) from exc
+        if name in NUMBERED_TEXT_FIELDS and pa.types.is_integer(kind):
+            return column.cast(pa.string())
         if not pa.types.is_string(kind):
             raise _BadRows(present)
         return column
