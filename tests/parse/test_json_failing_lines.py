@@ -187,3 +187,16 @@ def test_lines_the_reader_reads_wrong_are_found_by_their_bytes_not_by_bisection(
     assert len(handed) <= 4, handed
     assert [r["msg"] for r in got[13:14]] == ["st\ufffdep 13"] and errors == 21
     assert (got, errors) == _alone(lines)
+
+
+def test_failures_on_every_other_line_cost_the_line_path_not_a_try_each(monkeypatch) -> None:
+    """Two writers interleaved, one writing ranks as numbers and one as names: the reader fails every
+    other line. Each failure within a few lines of the last sends a run of lines (doubling) to the
+    line path instead of trying the reader again: a handful of tries, not one per line."""
+    handed = _counting_reads(monkeypatch)
+    lines = [_valid(i) if i % 2 else _valid(i).replace(b'"rank": %d' % (i % 8), b'"rank": "r%d"' % i)
+             for i in range(600)]
+    got, errors = _parse(b"\n".join(lines) + b"\n")
+    assert len(handed) <= 8, len(handed)
+    assert errors == 300 and [r["seq"] for r in got] == list(range(600))
+    assert (got, errors) == _alone(lines)
