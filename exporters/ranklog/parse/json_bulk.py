@@ -1,18 +1,25 @@
 """JSON lines in bulk: pyarrow's JSON reader on whole blocks, per-line Python only for the lines that fail.
 
 The fast path hands a block of complete lines to ``pyarrow.json.read_json`` and converts the columns
-it yields. Lines that cannot be one JSON object (not ``{…}``: a C++ library's warning, a ``print``)
-are set aside before the reader sees them; where the reader stops at a row (a line cut by a crash,
-a value whose type differs from the rows before it) that line takes the line path and the reader
-goes on after it, so each failing line costs about its own line (bisecting the
-block instead read it ~log2(k) times over for k failing lines, one read per small block: one text
-line in 100 cost 57 µs a line against 1.7 for clean JSON). A block rejected without a row (a known
-field with the wrong type, a timestamp that does not parse) is bisected until the offending lines are
-isolated. The lines set aside go through ``json.loads`` + ``record.normalize_row`` (wrong-typed
-fields end up in ``attrs``) or, when they are not JSON objects at all, become ``text`` records with
-``parse_error`` in ``attrs``; records come out in line order whichever path they took. Fields that
-are not record fields go to ``attrs`` exactly as the line spelled them (re-read from the line's own
-bytes, so the reader's type inference never alters them).
+it yields. A JSON file is seldom only JSON, and a line the reader rejects must cost its own line, not
+its block's (bisecting the block read it ~log2(k) times over for k such lines, one reader call per
+small block: one C++ warning in 100 lines cost 47 µs a line against 1.4 for clean JSON). So:
+
+- lines that cannot be one JSON object (not ``{…}``: a library's warning, a ``print``, a line cut
+  short) or nest deeper than the reader may be handed are set aside before it sees them;
+- where the reader stops at a row (bad JSON inside ``{…}``, a value whose type differs from the rows
+  before it), that line is set aside and the reader goes on after it (:meth:`_BlockReader._scan`);
+- values a field cannot hold (a time that is none, a rank of 2.5), invalid UTF-8 the reader passes
+  through and two objects on one line are pinned to their rows (:class:`_BadRows`), which are set
+  aside, and the block is read once more without them; only a failure that cannot be pinned (a date
+  past the reader's type) bisects.
+
+Lines set aside take the line path: ``json.loads`` + ``record.normalize_row`` (wrong-typed fields end
+up in ``attrs``), their times converted in one call; lines that are not JSON objects at all become
+``text`` records with ``parse_error`` in ``attrs``. Records come out in line order whichever path
+they took, and are those of each line parsed alone (tests/parse/test_json_failing_lines.py). Fields
+that are not record fields go to ``attrs`` exactly as the line spelled them (re-read from the line's
+own bytes, so the reader's type inference never alters them).
 """
 
 from __future__ import annotations
