@@ -58,6 +58,10 @@ KINDS = st.sampled_from([Kind.HEADER, Kind.HEADER, Kind.HEADER_ERROR, Kind.OTHER
 @example(lines=[(Kind.HEADER_ERROR, 0, 9), (Kind.TRACEBACK, 0, 9), (Kind.INDENT, 0, 9), (Kind.HEADER, 1, 9),
                 (Kind.HEADER, 1, 9), (Kind.INTERJECTION, 0, 1), (Kind.INDENT, 0, 9)], final=True, max_lines=50,
          max_bytes=1000, window=3, prefixed=True)
+# without prefixes too, a record followed by more than a window of interjections ends the read complete
+# (found by this test in a clean-clone run: the single-stream path held it back)
+@example(lines=[(Kind.TRACEBACK, 0, 1), (Kind.INTERJECTION, 0, 1)], final=False, max_lines=5, max_bytes=112,
+         window=1, prefixed=False)
 def test_group_lines_is_the_walk(lines, final, max_lines, max_bytes, window, prefixed):
     kinds = np.array([kind for kind, _, _ in lines], dtype=np.int8)
     lengths = np.array([length for _, _, length in lines], dtype=np.int64)

@@ -160,7 +160,7 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Se
     if streams is None:
         breaks = _window_breaks(kinds, np.arange(n), stream_window) if _IS_INTERJECTION[kinds].any() else None
         found = _bulk(kinds, lengths, breaks, max_lines, max_bytes)
-        return _combined([found.mapped(None)], [_Open(found, None, final or found.last_seen() is None)], n)
+        return _combined([found.mapped(None)], [_Open(found, None, _ends(found.last_seen(), final, n, stream_window))], n)
     codes = streams if isinstance(streams, np.ndarray) else _stream_codes(streams)
     order = np.argsort(codes, kind="stable")  # each stream's lines together, in file order
     bounds = np.flatnonzero(np.diff(codes[order], prepend=-1, append=-1)).tolist()
@@ -171,8 +171,15 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Se
                       max_lines, max_bytes)
         parts.append(found.mapped(lines))
         last = found.last_seen()
-        opens.append(_Open(found, lines, last is None or final or n - int(lines[last]) > stream_window))
+        opens.append(_Open(found, lines, _ends(None if last is None else int(lines[last]), final, n, stream_window)))
     return _combined(parts, opens, n)
+
+
+def _ends(last_seen: int | None, final: bool, n: int, stream_window: int) -> bool:
+    """Is the record open at the end of the read complete? Yes if none is, at the end of the file, or
+    once more than `stream_window` lines (interjections, other streams) followed its last line — with
+    or without prefixes: a traceback followed by a window of forwarded lines is not held back."""
+    return last_seen is None or final or n - last_seen > stream_window
 
 
 @dataclass
