@@ -155,13 +155,11 @@ class _BlockReader:
 
     def read(self, idx: np.ndarray) -> None:
         if len(idx) <= _SMALL_BLOCK:
-            for i in idx.tolist():
-                self._one_line(i)
+            self._line_path(idx)
         else:
             shaped = self._object_shaped(idx)
             shaped[shaped] = ~self._too_deep(idx[shaped])
-            for i in idx[~shaped].tolist():
-                self._one_line(i)
+            self._line_path(idx[~shaped])
             self._scan(idx[shaped])
         self._flush_rows()
 
@@ -197,19 +195,17 @@ class _BlockReader:
                 if row < _DENSE:
                     skip = min(max(2 * skip, _DENSE), _WINDOW)
                     taken = idx[start:start + row + 1 + skip]
-                    for i in taken.tolist():
-                        self._one_line(i)
+                    self._line_path(taken)
                     start += len(taken)
                 else:
                     skip = 0
                     kept.append(rest[:row])
-                    self._one_line(int(rest[row]))
+                    self._line_path(rest[row:row + 1])
                     start += row + 1
                 window = _WINDOW
                 continue
             except _BadRows as bad:  # lines the reader cannot read right: the line path
-                for i in rest[bad.rows].tolist():
-                    self._one_line(i)
+                self._line_path(rest[bad.rows])
                 kept.append(rest[~bad.rows])
             except _Fallback:  # rejected, no row named: bisected below, without a second read if alone
                 if len(rest) == len(idx):
@@ -231,16 +227,14 @@ class _BlockReader:
         two parts the same way: split where the reader stopped (a column's type changed there), the
         rows a field cannot hold taken out, or in halves."""
         if len(idx) <= _SMALL_BLOCK:
-            for i in idx.tolist():
-                self._one_line(i)
+            self._line_path(idx)
             return
         try:
             if rejected:
                 raise _Fallback
             columns = self._columns(idx, self._table(idx) if table is None else table)
         except _BadRows as bad:  # those rows take the line path, the others are read again without them
-            for i in idx[bad.rows].tolist():
-                self._one_line(i)
+            self._line_path(idx[bad.rows])
             self._bisect(idx[~bad.rows])
             return
         except _Fallback as failed:
@@ -438,6 +432,10 @@ class _BlockReader:
         return json.dumps(extras, ensure_ascii=False, separators=(",", ":"), default=str) if extras else None
 
     # -- slow path -------------------------------------------------------------------------------
+    def _line_path(self, lines: np.ndarray) -> None:
+        for i in lines.tolist():
+            self._one_line(i)
+
     def _one_line(self, i: int) -> None:
         """Line `i` on the line path: decoded here, mapped to its record in :meth:`_flush_rows` with
         the other lines waiting there (their times converted in one call: one at a time it cost
