@@ -306,7 +306,9 @@ class _BlockReader:
         contested = np.zeros(len(idx), dtype=bool)  # rows where two keys claim one field: the loser goes to attrs
         bad = np.zeros(len(idx), dtype=bool)
         for name, keys in self.mapping.items():
-            present = [table.column(k).chunk(0) for k in keys if k in table.column_names]
+            # (a key null in every row claims nothing: its null-typed column would not coalesce)
+            present = [table.column(k).chunk(0) for k in keys
+                       if k in table.column_names and not pa.types.is_null(table.column(k).type)]
             try:
                 converted = [self._convert(name, col) for col in present]
             except _BadRows as rows:  # every field's bad rows at once: one more read of the rest, not one a field

@@ -33,12 +33,10 @@ def json_member(name: str, column: pa.Array) -> pa.Array | None:
         magnitude = np.abs(values)
         # Arrow and Python switch to exponent notation at different magnitudes; huge doubles may be
         # integers the reader rounded: such rows are left to Python.
-        plain = np.isfinite(values) & ((magnitude == 0) | ((magnitude >= 1e-4) & (magnitude < 1e9)))
-        text = column.cast(pa.string())
-        # Arrow spells 6.0 as "6"; Python's json (the per-line path) as "6.0": keep one spelling
-        integral = pc.invert(pc.match_substring_regex(text, r"[.eE]"))
-        text = pc.if_else(integral, pc.binary_join_element_wise(text, _POINT_ZERO, empty), text)
-        text = pc.if_else(pa.array(plain), text, _NULL)
+        # A whole number is left to Python too: the reader makes a column of 20 and 2.5 doubles, and
+        # the line spelled 20, where another spelled 6.0 (Arrow writes "6" for both)
+        plain = np.isfinite(values) & (magnitude >= 1e-4) & (magnitude < 1e9) & (values != np.floor(values))
+        text = pc.if_else(pa.array(plain), column.cast(pa.string()), _NULL)
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         plain = pc.invert(pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), True))
         text = pc.if_else(plain, pc.binary_join_element_wise(_QUOTE, column, _QUOTE, empty), _NULL)
@@ -111,7 +109,6 @@ def count_unusable(attrs: pa.Array | None) -> int:
 
 _COMMA = pa.scalar(",", pa.string())
 _QUOTE = pa.scalar('"', pa.string())
-_POINT_ZERO = pa.scalar(".0", pa.string())
 _NULL = pa.scalar(None, pa.string())
 _OPEN = pa.scalar("{", pa.string())
 _CLOSE = pa.scalar("}", pa.string())
