@@ -55,6 +55,7 @@ Mapping_ = Mapping[str, Sequence[str]]
 _MAX_OPEN_BRACKETS = 1000
 _DENSE = 16  # a reader's failed try costs ~0.1 ms, the line path ~25 µs a line: see _BlockReader._scan
 _WINDOW = 1024  # lines handed to the reader at a time after a failure
+_ORDERS = 8  # key orders of one block joined column-wise (the lines of others take Python: each order costs a join)
 _SMALL_BLOCK = 2  # up to this many lines, parsing line by line costs less than the JSON reader
 # (measured, ranklog JSON: 1 / 2 / 5 / 8 lines 600 / 756 / 1,234 / 1,707 µs line by line, 845 / 960 / 930 / 967 µs
 # with the reader; a trickle reads a few lines at a time)
@@ -303,26 +304,28 @@ class _BlockReader:
     def _columns(self, idx: np.ndarray, table: pa.Table) -> dict[str, pa.Array]:
         """The record columns of the reader's `table` of lines `idx`."""
         columns: dict[str, pa.Array] = {}
-        contested = np.zeros(len(idx), dtype=bool)  # rows where two keys claim one field: the loser goes to attrs
+        used: dict[str, np.ndarray] = {}  # mapped key → the rows where it fills its field (:meth:`_winners`)
         bad = np.zeros(len(idx), dtype=bool)
         for name, keys in self.mapping.items():
             # (a key null in every row claims nothing: its null-typed column would not coalesce)
-            present = [table.column(k).chunk(0) for k in keys
-                       if k in table.column_names and not pa.types.is_null(table.column(k).type)]
+            present = [k for k in keys if k in table.column_names and not pa.types.is_null(table.column(k).type)]
             try:
-                converted = [self._convert(name, col) for col in present]
+                converted = [self._convert(name, table.column(k).chunk(0)) for k in present]
             except _BadRows as rows:  # every field's bad rows at once: one more read of the rest, not one a field
                 bad |= rows.rows
                 continue
             if len(converted) == 1:
                 columns[name] = converted[0]
-            elif converted:
+            elif converted:  # several keys claim the field: the first with a value fills it, the others go to attrs
                 columns[name] = pc.coalesce(*converted)
-                claims = sum(np.asarray(col.is_valid(), dtype=np.int8) for col in present)
-                contested |= claims > 1
+                claimed = np.zeros(len(idx), dtype=bool)
+                for key in present:
+                    valid = np.asarray(table.column(key).is_valid())
+                    used[key] = used.get(key, False) | (valid & ~claimed)
+                    claimed |= valid
         if bad.any():
             raise _BadRows(bad)
-        columns["attrs"] = self._attrs(idx, table, contested)
+        columns["attrs"] = self._attrs(idx, table, used)
         return columns
 
     def _too_deep(self, idx: np.ndarray) -> np.ndarray:
@@ -377,31 +380,39 @@ class _BlockReader:
             raise _BadRows(present)
         return column
 
-    def _attrs(self, idx: np.ndarray, table: pa.Table, contested: np.ndarray) -> pa.Array:
+    def _attrs(self, idx: np.ndarray, table: pa.Table, used: dict[str, np.ndarray]) -> pa.Array:
         """attrs JSON per row: built column-wise for plain values, from the raw line otherwise. Only the
-        rows that carry extra keys are touched (usually a minority)."""
-        extra = [name for name in table.column_names if name not in self.mapped_keys]
-        if not extra and not contested.any():
+        rows that carry extra keys are touched (usually a minority). A mapped key is an extra key in
+        the rows where another key filled its field (`used`: where it did, for keys with rivals):
+        Ray's JSON lines carry both ``timestamp_ns`` and ``asctime``, and the loser of every line
+        is built here too, not per line in Python (~25 µs a line)."""
+        lost = {key: np.asarray(table.column(key).is_valid()) & ~rows for key, rows in used.items()}
+        extra = [name for name in table.column_names if name not in self.mapped_keys or (name in lost and lost[name].any())]
+        if not extra:
             return pa.nulls(len(idx), pa.string())
-        has_extra = contested.copy()
-        for name in extra:
-            has_extra |= np.asarray(table.column(name).is_valid())
+        valid = {name: lost[name] if name in lost else np.asarray(table.column(name).is_valid()) for name in extra}
+        has_extra = np.logical_or.reduce([valid[name] for name in extra])
         rows = np.flatnonzero(has_extra)
         if not len(rows):
             return pa.nulls(len(idx), pa.string())
-        subset = table.select(extra).take(pa.array(rows)).combine_chunks()
-        raw_rows = contested[rows].copy()
+        taken = pa.array(rows)
+        raw_rows = np.zeros(len(rows), dtype=bool)
         pieces: list[pa.Array] = []
+        built: list[str] = []
         for name in extra:
-            column = subset.column(name).chunk(0) if subset.num_rows else pa.nulls(0)
+            column = table.column(name).chunk(0).take(taken)
+            if name in lost:  # its value where it lost only
+                column = pc.if_else(pa.array(lost[name][rows]), column, pa.scalar(None, column.type))
             piece = None if self.extras_hook is not None or name == "attrs" else json_member(name, column)
-            valid = np.asarray(column.is_valid())
+            present = valid[name][rows]
             if piece is None:
-                raw_rows |= valid
+                raw_rows |= present
             else:
-                raw_rows |= valid & np.asarray(piece.is_null())  # values only Python can spell exactly
+                raw_rows |= present & np.asarray(piece.is_null())  # values only Python can spell exactly
                 pieces.append(piece)
-        attrs = join_members(pieces, len(rows))
+                built.append(name)
+        attrs, unordered = self._joined_in_line_order(idx[rows], built, pieces, [valid[name][rows] for name in built])
+        raw_rows |= unordered
         if raw_rows.any():
             values = attrs.to_pylist()
             for j in np.flatnonzero(raw_rows).tolist():
@@ -410,6 +421,64 @@ class _BlockReader:
         index = np.full(len(idx), -1, dtype=np.int64)
         index[rows] = np.arange(len(rows))
         return attrs.take(pa.array(index, mask=index < 0))
+
+    def _joined_in_line_order(self, lines: np.ndarray, names: list[str], pieces: list[pa.Array],
+                              present: list[np.ndarray]) -> tuple[pa.Array, np.ndarray]:
+        """The members `pieces` (of keys `names`, each where `present`) joined into one object per line
+        of `lines` in the order the line writes its keys, as the line path writes them; and the lines
+        left to Python (True). The reader orders its columns by first appearance in the block, so a
+        line may write its keys in another order: an optional key first seen after a later one (Ray's
+        ``actor_id`` in a block that began with task lines). Lines are grouped by the keys they carry
+        (a logger writes a few sets); a group's order is its first line's, and each line of the
+        group is checked to write its keys in that order (:meth:`_keys_in_order`). Lines that do not,
+        and lines outside the `_ORDERS` largest groups, are left to Python."""
+        if len(names) < 2:
+            return join_members(pieces, len(lines)), np.zeros(len(lines), dtype=bool)
+        here = np.column_stack(present)
+        # a line's set of keys as one number (bits over bytes): np.unique over rows sorts them, 10× slower
+        packed = np.packbits(here, axis=1)
+        codes = np.ascontiguousarray(np.pad(packed, ((0, 0), (0, -packed.shape[1] % 8)))).view(np.uint64)
+        _, first, group, sizes = np.unique(codes.view([("", np.uint64)] * codes.shape[1]).reshape(-1),
+                                           return_index=True, return_inverse=True, return_counts=True)
+        sets = here[first]
+        kept = np.argsort(-sizes, kind="stable")[:_ORDERS]
+        unsure = ~np.isin(group, kept)
+        column_of = {name: j for j, name in enumerate(names)}
+        parts, members = [np.flatnonzero(unsure)], [pa.nulls(int(unsure.sum()), pa.string())]
+        for g in kept.tolist():
+            rows = np.flatnonzero(group == g)
+            order = np.flatnonzero(sets[g]).tolist()
+            if len(order) > 1:
+                first = json.loads(self._raw(int(lines[rows[0]])), strict=False)
+                order = [column_of[key] for key in first if key in column_of and sets[g][column_of[key]]]
+                unsure[rows] = ~self._keys_in_order(lines[rows], [names[j] for j in order])
+            taken = pa.array(rows)
+            parts.append(rows)
+            members.append(join_members([pieces[j].take(taken) for j in order], len(rows)))
+        place = np.empty(len(lines), dtype=np.int64)
+        place[np.concatenate(parts)] = np.arange(len(lines))
+        return pa.concat_arrays(members).take(pa.array(place)), unsure
+
+    def _keys_in_order(self, lines: np.ndarray, keys: list[str]) -> np.ndarray:
+        """Which of `lines` write the keys `keys` in this order? Each key is looked for as ``"key":``
+        after the one before it, so the lines are searched about once whatever the number of keys. A
+        string value cannot hold an unescaped quote, and lines with nested values take Python
+        anyway, so a key found so is the key; one found after a backslash (inside a key such as
+        ``"a\\"key"``) or not found (spaced before its colon, escaped otherwise) is not in order."""
+        ends = self.lines.ends[lines].astype(np.int64)
+        at = self.lines.starts[lines].astype(np.int64)  # where the search for the next key starts
+        ordered = np.ones(len(lines), dtype=bool)
+        for key in keys:
+            pattern = (json.dumps(key, ensure_ascii=False) + ":").encode()
+            # element k: from line k's search start to line k+1's (a match past the line's end is not in it)
+            texts = pa.Array.from_buffers(pa.large_binary(), len(lines),
+                                          [None, pa.py_buffer(np.append(at, ends[-1])), self._buffer])
+            found = at + pc.find_substring(texts, pattern.decode()).to_numpy(zero_copy_only=False)
+            hit = (found >= at) & (found + len(pattern) <= ends)
+            hit[hit] = self._bytes[found[hit] - 1] != 0x5C
+            ordered &= hit
+            at = np.where(ordered, found + len(pattern), at)
+        return ordered
 
     def _winners(self, obj: dict[str, Any]) -> dict[str, str]:
         """Record field → the key of `obj` that fills it (the first mapped key with a value)."""
