@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +29,29 @@ def rows(table: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
     for row, value in zip(out, ts, strict=True):
         row["ts"] = value
     return out
+
+
+def json_lines(fmt: str, mapping) -> Callable[[bytes, int], tuple[list[dict[str, Any]], int]]:
+    """(data, base offset) → (rows, parse errors) of the JSON bulk parser with `mapping`, times not inferred."""
+    from ranklog.parse import json_bulk
+
+    def run(data: bytes, base: int = 0) -> tuple[list[dict[str, Any]], int]:
+        result = json_bulk.parse_json_lines(data, base, make_ctx(fmt), final=True, read_time_ns=READ_TIME_NS,
+                                            mapping=mapping, infer_time=False)
+        return rows(result.batch), result.errors
+    return run
+
+
+def each_line_alone(parse_lines: Callable[[bytes, int], tuple[list[dict[str, Any]], int]],
+                    lines: list[bytes]) -> tuple[list[dict[str, Any]], int]:
+    """The oracle of a bulk parser: each line parsed on its own (a block of one line takes the line path)."""
+    got, errors, offset = [], 0, 0
+    for line in lines:
+        one, err = parse_lines(line + b"\n", offset)
+        got += one
+        errors += err
+        offset += len(line) + 1
+    return got, errors
 
 
 def parse_whole(data: bytes, ctx: SourceContext, base_offset: int = 0) -> tuple[pa.Table, int]:

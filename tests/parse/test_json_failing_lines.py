@@ -13,9 +13,8 @@ import pyarrow.json as pa_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ranklog.parse import json_bulk
 from ranklog.parse.formats.ranklog import RANKLOG_MAPPING
-from tests.parse.conftest import READ_TIME_NS, make_ctx, rows
+from tests.parse.conftest import each_line_alone, json_lines
 
 
 def _valid(i: int) -> bytes:
@@ -57,21 +56,11 @@ LINES = st.one_of(st.integers(0, 999).map(_valid), st.sampled_from(ODD_LINES),
                             st.sampled_from(TIMES), st.sampled_from(VARIANTS)))
 
 
-def _parse(data: bytes, base: int = 0):
-    result = json_bulk.parse_json_lines(data, base, make_ctx("ranklog"), final=True, read_time_ns=READ_TIME_NS,
-                                        mapping=RANKLOG_MAPPING, infer_time=False)
-    return rows(result.batch), result.errors
+_parse = json_lines("ranklog", RANKLOG_MAPPING)
 
 
 def _alone(lines: list[bytes]):
-    """The oracle: each line parsed on its own (a block of one line takes the line path)."""
-    got, errors, offset = [], 0, 0
-    for line in lines:
-        one, err = _parse(line + b"\n", offset)
-        got += one
-        errors += err
-        offset += len(line) + 1
-    return got, errors
+    return each_line_alone(_parse, lines)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ranklog.parse import json_bulk
 from ranklog.parse.formats.json import build_mapping
-from tests.parse.conftest import READ_TIME_NS, make_ctx, rows
+from tests.parse.conftest import each_line_alone, json_lines
 
 MAPPING = build_mapping(None)
 
@@ -52,21 +52,11 @@ def _lines(draw) -> bytes:
     return ("{" + ", ".join(members) + "}").encode()
 
 
-def _parse(data: bytes, base: int = 0):
-    result = json_bulk.parse_json_lines(data, base, make_ctx("json"), final=True, read_time_ns=READ_TIME_NS,
-                                        mapping=MAPPING, infer_time=False)
-    return rows(result.batch), result.errors
+_parse = json_lines("json", MAPPING)
 
 
 def _alone(lines: list[bytes]):
-    """The oracle: each line parsed on its own (a block of one line takes the line path)."""
-    got, errors, offset = [], 0, 0
-    for line in lines:
-        one, err = _parse(line + b"\n", offset)
-        got += one
-        errors += err
-        offset += len(line) + 1
-    return got, errors
+    return each_line_alone(_parse, lines)
 
 
 RAY = (b'{"asctime": "2026-12-04 09:50:51,727", "levelname": "INFO", "message": "[Rank 1] tokenized chunk %d", '
@@ -103,9 +93,7 @@ def test_a_key_found_inside_another_key_is_not_taken_for_it() -> None:
     real ``b`` must not pass for one in the order b, c."""
     mapping = {**MAPPING, "msg": ('a"b', *MAPPING["msg"])}
     lines = [b'{"a\\"b": "m", "b": 1, "c": 2}'] * 3 + [b'{"a\\"b": "m", "c": 3, "b": 4}']
-    result = json_bulk.parse_json_lines(b"\n".join(lines) + b"\n", 0, make_ctx("json"), final=True,
-                                        read_time_ns=READ_TIME_NS, mapping=mapping, infer_time=False)
-    got = rows(result.batch)
+    got, _ = json_lines("json", mapping)(b"\n".join(lines) + b"\n")
     assert [row["msg"] for row in got] == ["m"] * 4
     assert [row["attrs"] for row in got] == ['{"b":1,"c":2}'] * 3 + ['{"c":3,"b":4}']
 
