@@ -435,7 +435,7 @@ class _BlockReader:
         if len(names) < 2:
             return join_members(pieces, len(lines)), np.zeros(len(lines), dtype=bool)
         here = np.column_stack(present)
-        # a line's set of keys as one number (bits over bytes): np.unique over rows sorts them, 10× slower
+        # a line's set of keys packed into 64-bit words: np.unique(axis=0) over the boolean rows took 10× longer
         packed = np.packbits(here, axis=1)
         codes = np.ascontiguousarray(np.pad(packed, ((0, 0), (0, -packed.shape[1] % 8)))).view(np.uint64)
         _, first, group, sizes = np.unique(codes.view([("", np.uint64)] * codes.shape[1]).reshape(-1),
@@ -449,8 +449,8 @@ class _BlockReader:
             rows = np.flatnonzero(group == g)
             order = np.flatnonzero(sets[g]).tolist()
             if len(order) > 1:
-                first = json.loads(self._raw(int(lines[rows[0]])), strict=False)
-                order = [column_of[key] for key in first if key in column_of and sets[g][column_of[key]]]
+                written = json.loads(self._raw(int(lines[rows[0]])), strict=False)  # the group's first line
+                order = [column_of[key] for key in written if key in column_of and sets[g][column_of[key]]]
                 unsure[rows] = ~self._keys_in_order(lines[rows], [names[j] for j in order])
             taken = pa.array(rows)
             parts.append(rows)
@@ -469,15 +469,16 @@ class _BlockReader:
         at = self.lines.starts[lines].astype(np.int64)  # where the search for the next key starts
         ordered = np.ones(len(lines), dtype=bool)
         for key in keys:
-            pattern = (json.dumps(key, ensure_ascii=False) + ":").encode()
+            pattern = json.dumps(key, ensure_ascii=False) + ":"
+            size = len(pattern.encode())
             # element k: from line k's search start to line k+1's (a match past the line's end is not in it)
             texts = pa.Array.from_buffers(pa.large_binary(), len(lines),
                                           [None, pa.py_buffer(np.append(at, ends[-1])), self._buffer])
-            found = at + pc.find_substring(texts, pattern.decode()).to_numpy(zero_copy_only=False)
-            hit = (found >= at) & (found + len(pattern) <= ends)
+            found = at + pc.find_substring(texts, pattern).to_numpy(zero_copy_only=False)
+            hit = (found >= at) & (found + size <= ends)
             hit[hit] = self._bytes[found[hit] - 1] != 0x5C
             ordered &= hit
-            at = np.where(ordered, found + len(pattern), at)
+            at = np.where(ordered, found + size, at)
         return ordered
 
     def _winners(self, obj: dict[str, Any]) -> dict[str, str]:
