@@ -435,6 +435,8 @@ class _BlockReader:
         if len(names) < 2:
             return join_members(pieces, len(lines)), np.zeros(len(lines), dtype=bool)
         here = np.column_stack(present)
+        if here.all():  # one set of keys (the usual block): in column order unless a line says otherwise
+            return join_members(pieces, len(lines)), ~self._keys_in_order(lines, names)
         # a line's set of keys packed into 64-bit words: np.unique(axis=0) over the boolean rows took 10× longer
         packed = np.packbits(here, axis=1)
         codes = np.ascontiguousarray(np.pad(packed, ((0, 0), (0, -packed.shape[1] % 8)))).view(np.uint64)
