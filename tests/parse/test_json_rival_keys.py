@@ -107,11 +107,24 @@ def test_a_rival_key_null_in_every_line_claims_nothing() -> None:
     assert {row["level"] for row in _parse(b'{"level": null, "levelname": "WARNING"}\n' * 3)[0]} == {"WARNING"}
 
 
-def test_a_whole_number_among_floats_keeps_its_spelling() -> None:
-    """The reader makes one column of doubles of 20 and 2.5; attrs keeps 20 as the line wrote it, and 6.0."""
-    lines = [b'{"msg": "a", "lineno": 20}', b'{"msg": "b", "lineno": 2.5}', b'{"msg": "c", "lineno": 6.0}']
+def test_a_whole_number_among_floats_keeps_its_spelling(monkeypatch) -> None:
+    """The reader makes one column of doubles of 20, 2.5 and 6.0; attrs keeps each as the line wrote it,
+    read from the line's bytes (a float epoch on every line must not send every line to Python)."""
+    by_python: list[dict] = []
+    real = json_bulk._BlockReader._extras_json
+    monkeypatch.setattr(json_bulk._BlockReader, "_extras_json", lambda self, obj: by_python.append(obj) or real(self, obj))
+    lines = [b'{"msg": "a", "lineno": 20}', b'{"msg": "b", "lineno": 2.5}', b'{"msg": "c", "lineno": 6.0}',
+             b'{"msg": "d", "lineno" : 7}', b'{"msg":"e","lineno":-0,"x":1}', b'{"msg": "f", "lineno": 1e2}',
+             b'{"msg": "g", "a\\"lineno": 1, "lineno": 3.0}', b'{"msg": "h", "lineno": -0.0}']
     assert [row["attrs"] for row in _parse(b"\n".join(lines) + b"\n")[0]] == [
-        '{"lineno":20}', '{"lineno":2.5}', '{"lineno":6.0}']
+        '{"lineno":20}', '{"lineno":2.5}', '{"lineno":6.0}', '{"lineno":7}', '{"lineno":0,"x":1}', '{"lineno":100.0}',
+        '{"a\\"lineno":1,"lineno":3.0}', '{"lineno":-0.0}']
+    # only the lines whose spelling the bytes do not show plainly: a space before the colon, the key
+    # also inside another key, a negative zero (-0 too: the reader makes it -0.0)
+    assert [obj["msg"] for obj in by_python] == ["d", "e", "g", "h"]
+    epochs = b"".join(b'{"msg": "step %d", "epoch": %d.0, "lr": 0.%d}\n' % (i, i // 10, i % 9 + 1) for i in range(100))
+    by_python.clear()
+    assert [row["attrs"] for row in _parse(epochs)[0]][19] == '{"epoch":1.0,"lr":0.2}' and by_python == []
 
 
 def test_a_key_is_looked_for_in_its_own_line_only() -> None:

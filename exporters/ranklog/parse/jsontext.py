@@ -15,13 +15,18 @@ import pyarrow.compute as pc
 from ..record import attrs_object
 
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+_POINT_ZERO = pa.scalar(".0", pa.string())
 
 
-def json_member(name: str, column: pa.Array) -> pa.Array | None:
+def json_member(name: str, column: pa.Array, whole_as_int: pa.Array | None = None) -> pa.Array | None:
     """`"name":value` per row; null where the value is null or only Python can spell it exactly.
 
     Returns None for a column that cannot be rendered at all: nested values, and timestamps that
-    type inference made of strings (the line's own spelling is needed).
+    type inference made of strings (the line's own spelling is needed). A whole number in a column
+    of doubles is spelled as the line wrote it, which the reader forgets (it makes one column of
+    doubles of 20 and 2.5, and of 6.0): `whole_as_int` says per row whether the line wrote an integer
+    (True: ``20``) or a point or exponent (False: ``6.0``, as Python spells the double); where it is
+    null or not given, the row is left to Python.
     """
     kind = column.type
     key = pa.scalar(json.dumps(name, ensure_ascii=False) + ":", pa.string())
@@ -29,14 +34,19 @@ def json_member(name: str, column: pa.Array) -> pa.Array | None:
     if pa.types.is_integer(kind) or pa.types.is_boolean(kind):
         text = column.cast(pa.string())
     elif pa.types.is_floating(kind):
-        values = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
+        values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)  # nulls: NaN
         magnitude = np.abs(values)
         # Arrow and Python switch to exponent notation at different magnitudes; huge doubles may be
         # integers the reader rounded: such rows are left to Python.
-        # A whole number is left to Python too: the reader makes a column of 20 and 2.5 doubles, and
-        # the line spelled 20, where another spelled 6.0 (Arrow writes "6" for both)
-        plain = np.isfinite(values) & (magnitude >= 1e-4) & (magnitude < 1e9) & (values != np.floor(values))
-        text = pc.if_else(pa.array(plain), column.cast(pa.string()), _NULL)
+        fraction = np.isfinite(values) & (magnitude >= 1e-4) & (magnitude < 1e9) & (values != np.floor(values))
+        text = pc.if_else(pa.array(fraction), column.cast(pa.string()), _NULL)
+        if whole_as_int is not None:  # (-0.0 left to Python: its sign is lost on the way through int64)
+            whole = (magnitude < 1e9) & (values == np.floor(values)) & ~((values == 0) & np.signbit(values))
+            digits = column.cast(pa.int64(), safe=False).cast(pa.string())
+            as_int = pa.array(whole & np.asarray(pc.fill_null(whole_as_int, False), dtype=bool))
+            as_float = pa.array(whole & np.asarray(pc.fill_null(pc.invert(whole_as_int), False), dtype=bool))
+            text = pc.if_else(as_int, digits, pc.if_else(as_float, pc.binary_join_element_wise(digits, _POINT_ZERO, empty),
+                                                         text))
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         plain = pc.invert(pc.fill_null(pc.match_substring_regex(column, _NEEDS_ESCAPE), True))
         text = pc.if_else(plain, pc.binary_join_element_wise(_QUOTE, column, _QUOTE, empty), _NULL)
