@@ -432,26 +432,34 @@ class _BlockReader:
     def _whole_as_int(self, lines: np.ndarray, name: str, column: pa.Array) -> pa.Array | None:
         """For the doubles `column` of key `name` in `lines`: did each line write its whole number as an
         integer (True), with a point or an exponent (False), or is that not seen in its bytes (null:
-        the row is left to Python)? The value is read after the key's first ``"key":`` (found as in
-        :meth:`_keys_in_order`). None when the column holds no whole number."""
+        the row is left to Python)? The value is read after the key (:meth:`_key_after`). None when the
+        column holds no whole number."""
         values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
         rows = np.flatnonzero(np.isfinite(values) & (values == np.floor(values)))
         if not len(rows):
             return None
-        pattern = json.dumps(name, ensure_ascii=False) + ":"
-        size = len(pattern.encode())
         starts = self.lines.starts[lines[rows]].astype(np.int64)
         ends = self.lines.ends[lines[rows]].astype(np.int64)
-        found = starts + pc.find_substring(self._spans(starts, ends[-1]), pattern).to_numpy(zero_copy_only=False)
-        seen = (found >= starts) & (found + size <= ends)
-        seen[seen] = self._bytes[found[seen] - 1] != 0x5C
-        values_at = self._spans(np.where(seen, found + size, starts), ends[-1])  # from the value on
+        after, seen = self._key_after(name, starts, ends)
+        values_at = self._spans(np.where(seen, after, starts), ends[-1])  # from the value on
         as_int = np.asarray(pc.match_substring_regex(values_at, _WHOLE_INT), dtype=bool)
         as_number = np.asarray(pc.match_substring_regex(values_at, _WHOLE_NUMBER), dtype=bool)
         spelled, known = np.zeros(len(values), dtype=bool), np.zeros(len(values), dtype=bool)
         spelled[rows] = as_int
         known[rows] = seen & as_number
         return pa.array(spelled, mask=~known)
+
+    def _key_after(self, key: str, at: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Where ``"key":`` first ends after each of `at` (ascending, one a line, each line ending at
+        `ends`), and whether it is there: within the line, and not after a backslash (inside a key
+        such as ``"a\\"key"``). A string value cannot hold an unescaped quote, and lines with nested
+        values take Python anyway, so a key found so is the key."""
+        pattern = json.dumps(key, ensure_ascii=False) + ":"
+        found = at + pc.find_substring(self._spans(at, ends[-1]), pattern).to_numpy(zero_copy_only=False)
+        after = found + len(pattern.encode())
+        hit = (found >= at) & (after <= ends)
+        hit[hit] = self._bytes[found[hit] - 1] != 0x5C
+        return after, hit
 
     def _spans(self, starts: np.ndarray, end: int) -> pa.Array:
         """The bytes from each of `starts` (ascending) to the next, the last to `end`, as one binary array
@@ -498,23 +506,16 @@ class _BlockReader:
         return pa.concat_arrays(members).take(pa.array(place)), unsure
 
     def _keys_in_order(self, lines: np.ndarray, keys: list[str]) -> np.ndarray:
-        """Which of `lines` write the keys `keys` in this order? Each key is looked for as ``"key":``
-        after the one before it, so the lines are searched about once whatever the number of keys. A
-        string value cannot hold an unescaped quote, and lines with nested values take Python
-        anyway, so a key found so is the key; one found after a backslash (inside a key such as
-        ``"a\\"key"``) or not found (spaced before its colon, escaped otherwise) is not in order."""
+        """Which of `lines` write the keys `keys` in this order? Each key is looked for
+        (:meth:`_key_after`) after the one before it, so the lines are searched about once whatever the
+        number of keys; one not found so (spaced before its colon, escaped otherwise) is not in order."""
         ends = self.lines.ends[lines].astype(np.int64)
         at = self.lines.starts[lines].astype(np.int64)  # where the search for the next key starts
         ordered = np.ones(len(lines), dtype=bool)
         for key in keys:
-            pattern = json.dumps(key, ensure_ascii=False) + ":"
-            size = len(pattern.encode())
-            # element k: from line k's search start to line k+1's (a match past the line's end is not in it)
-            found = at + pc.find_substring(self._spans(at, ends[-1]), pattern).to_numpy(zero_copy_only=False)
-            hit = (found >= at) & (found + size <= ends)
-            hit[hit] = self._bytes[found[hit] - 1] != 0x5C
+            after, hit = self._key_after(key, at, ends)
             ordered &= hit
-            at = np.where(ordered, found + size, at)
+            at = np.where(ordered, after, at)
         return ordered
 
     def _winners(self, obj: dict[str, Any]) -> dict[str, str]:
