@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parents[1]
 
 
-def main(names: list[str]) -> int:
-    generators = sorted(ROOT.glob("*/gen/generate.py"))
+def main(names: list[str], root: Path = ROOT) -> int:
+    generators = sorted(root.glob("*/gen/generate.py"))
     if names:
         generators = [g for g in generators if g.parents[1].name in names]
         missing = set(names) - {g.parents[1].name for g in generators}
         if missing:
-            print(f"no such scenario: {', '.join(sorted(missing))}", file=sys.stderr)
+            print(f"no such entry in {root.name}: {', '.join(sorted(missing))}", file=sys.stderr)
             return 2
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "exporters"),
                                                          os.environ.get("PYTHONPATH", "")])}

@@ -19,7 +19,8 @@ import secrets
 import subprocess
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,23 +87,30 @@ def triage_raw(scenario: Scenario) -> dict[str, Any]:
 
 def triage_archive(scenario: Scenario, work: Path | None = None) -> dict[str, Any]:
     """Ship ``out/`` through real agents into a real archive, then triage the archive."""
+    with shipped(scenario.out, scenario.nodes(), work) as root:
+        return _triage("--archive", str(root))
+
+
+@contextmanager
+def shipped(out: Path, nodes: list[str], work: Path | None = None) -> Iterator[Path]:
+    """The root of a real archive that real agents fed, one per node folder ``out/<node>``
+    (``--host <node>``, the node's files as its sources, as on the node itself)."""
     with ExitStack() as stack:
         if work is None:
-            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"scenario-{scenario.name}-")))
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"ranklog-{out.parent.name}-")))
         token = work / "token"
         token.write_text(secrets.token_hex(16) + "\n")
         root = work / "archive"
         with running_archive(root, token, log_path=work / "archive.log") as archive:
-            for node in scenario.nodes():
-                source = f"{scenario.out / node}/**/*"
-                with running_agent(archive.url, token, work / f"agent-{node}", sources=[source],
+            for node in nodes:
+                with running_agent(archive.url, token, work / f"agent-{node}", sources=[f"{out / node}/**/*"],
                                    extra_args=["--host", node]) as agent:
                     agent.wait_idle(timeout=120)
-            _wait_flushed(archive.url, root)
-        return _triage("--archive", str(root))
+            wait_flushed(archive.url, root)
+        yield root
 
 
-def _wait_flushed(url: str, root: Path, timeout: float = 60.0) -> None:
+def wait_flushed(url: str, root: Path, timeout: float = 60.0) -> None:
     """Until every record the archive acknowledged is in its Parquet files (flushes run every second)."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families

@@ -23,7 +23,7 @@ def finish(scenario_dir: Path, *, doc: str, commands: list[str], tools: tuple[st
                             for p in (scenario_dir / "out").rglob("*") if p.is_file()):
         raise RuntimeError(f"the run did not go as planned: {decisive!r} is in no output file")
     (scenario_dir / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
-    versions = ", ".join(f"{name} {_version(name)}" for name in tools)
+    versions = ", ".join(f"{name} {tool_version(name)}" for name in tools)
     body = [f"# {scenario_dir.name}", "", doc.strip(), "", "## How it was made", "",
             f"`make scenarios` (or `python tests/scenarios/{scenario_dir.name}/gen/generate.py`) ran, on "
             f"{platform.system()} with Python {platform.python_version()} and {versions}:", "", "```",
@@ -63,7 +63,7 @@ def _truth_text(truth: dict[str, object]) -> str:
             f"step {truth.get('step')}, decisive line containing {truth.get('decisive')!r}.")
 
 
-def _version(name: str) -> str:
+def tool_version(name: str) -> str:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -41,6 +41,8 @@ class TorchrunJob:
     outer_timeout: float | None = None  # coreutils `timeout` SIGTERMs the launchers after this many seconds
     run_id: str = "job"
     loglevel: str = "INFO"  # torchrun's LOGLEVEL: INFO prints the rendezvous result (group_rank, ranks)
+    script: Path = WORKER  # the training script every worker runs
+    env: dict[str, str] = field(default_factory=dict)  # more environment for the launchers and workers
 
 
 def run(job: TorchrunJob, out: Path) -> list[int]:
@@ -79,7 +81,7 @@ def _argv(job: TorchrunJob, node: Node, node_dir: Path, port: int) -> list[str]:
                 "--nnodes", str(len(job.nodes)), "--nproc-per-node", str(job.nproc),
                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", job.run_id,
                 "--max-restarts", str(job.max_restarts), "--log-dir", str(node_dir), "--redirects", "3",
-                "--tee", "3", str(WORKER), *job.worker_args]
+                "--tee", "3", str(job.script), *job.worker_args]
     if node.clock_offset:
         torchrun = ["faketime", "-f", node.clock_offset, *torchrun]
     if job.outer_timeout:
@@ -90,9 +92,11 @@ def _argv(job: TorchrunJob, node: Node, node_dir: Path, port: int) -> list[str]:
 def _env(job: TorchrunJob) -> dict[str, str]:
     # libfaketime shifts the monotonic clock too (a constant offset: durations stay right); with
     # FAKETIME_DONT_FAKE_MONOTONIC Python's time.sleep fails with EINVAL.
-    return {**os.environ, "OMP_NUM_THREADS": "1", "LOGLEVEL": job.loglevel, "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, "OMP_NUM_THREADS": "1", "LOGLEVEL": job.loglevel, "PYTHONUNBUFFERED": "1", **job.env}
 
 
 def command_lines(job: TorchrunJob) -> list[str]:
     """The launcher command of each node, as the README shows it."""
-    return [shown(node.host, _argv(job, node, Path(f"out/{node.host}"), 0)) for node in job.nodes]
+    env = "".join(f"{k}={v} " for k, v in sorted(job.env.items()) if k not in ("CORPUS_TRUTH_DIR", "PYTHONPATH"))
+    lines = [shown(node.host, _argv(job, node, Path(f"out/{node.host}"), 0)) for node in job.nodes]
+    return [line.replace("] ", f"] {env}", 1) for line in lines]
