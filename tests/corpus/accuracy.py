@@ -1,0 +1,104 @@
+"""Judge ranklog's reading of a corpus entry against its truth, on the two paths a user has.
+
+- raw: ``ranklog query --log_dir out/`` (the whole folder, parsed on the fly);
+- archive: a real ``ranklog archive`` and one real ``ranklog agent`` per node folder
+  (``--host <node>``), then ``ranklog query --archive ROOT``.
+
+Both read what the CLI returns (Parquet via ``--output``), so whatever the read side joins is in.
+:func:`score` counts, per field, the expected records (tests/corpus/truth.py) read right out of
+those that show the field. Used by tests/benchmarks/bench_formats.py and tests/corpus/test_corpus.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from tests.corpus.truth import Entry, Expected
+from tests.helpers.procs import ranklog_cmd
+
+ROOT = Path(__file__).resolve().parent
+FIELDS = ("boundary", "time", "level", "logger", "rank")
+EXPECTED = ROOT / "accuracy.json"
+COLUMNS = "source,offset,ts,level,logger,rank"
+
+
+def entries() -> list[Path]:
+    """Every corpus entry (a folder with truth/sources.json), by name."""
+    return sorted(p.parents[1] for p in ROOT.glob("*/truth/sources.json"))
+
+
+def _query(*where: str, work: Path) -> list[dict[str, Any]]:
+    out = work / "records.parquet"
+    done = subprocess.run(ranklog_cmd("query", *where, "--sort", "none", "--columns", COLUMNS, "--output", str(out)),
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"ranklog query {' '.join(where)} exited {done.returncode}: {done.stderr[-2000:]}")
+    table = pq.read_table(out)
+    table = table.set_column(table.schema.get_field_index("ts"), "ts", table["ts"].cast("int64"))
+    return table.to_pylist()
+
+
+def read_raw(entry: Entry) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix=f"corpus-{entry.name}-") as work:
+        return _query("--log_dir", str(entry.out), work=Path(work))
+
+
+def read_archive(entry: Entry) -> list[dict[str, Any]]:
+    """Ship ``out/`` through real agents (one per node folder) into a real archive, then query it."""
+    from tests.scenarios.harness import shipped
+
+    with tempfile.TemporaryDirectory(prefix=f"corpus-{entry.name}-") as work, \
+            shipped(entry.out, entry.nodes(), Path(work)) as root:
+        return _query("--archive", str(root), work=Path(work))
+
+
+def score(entry: Entry, records: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Per field, [right, shown]: of the expected records that show the field, how many were read right."""
+    out = str(entry.out.resolve())
+    by_source: dict[str, dict[int, dict[str, Any]]] = {}
+    for record in records:
+        source = str(Path(record["source"]).resolve()) if record["source"] else ""
+        if source.startswith(out + "/"):
+            by_source.setdefault(source[len(out) + 1:], {})[record["offset"]] = record
+    sorted_offsets = {source: sorted(found) for source, found in by_source.items()}
+    totals = {f: [0, 0] for f in FIELDS}
+    for expected in entry.expected:
+        starts = by_source.get(expected.source, {})
+        for name, right in _judge(expected, starts, sorted_offsets.get(expected.source, [])).items():
+            totals[name][0] += right
+            totals[name][1] += 1
+    return totals
+
+
+def _judge(expected: Expected, starts: dict[int, dict[str, Any]], offsets: list[int]) -> dict[str, bool]:
+    first = expected.lines[0]
+    if expected.kind == "foreign":  # only the rank its file or prefix reveals
+        if expected.rank is None:
+            return {}
+        holder = starts.get(first) or _containing(starts, offsets, first)
+        return {"rank": bool(holder) and holder["rank"] == expected.rank}
+    record = starts.get(first)
+    marks = {"boundary": record is not None and not any(line in starts for line in expected.lines[1:])
+             and (expected.after is None or expected.after in starts)}
+    for name, want, got in (("time", expected.time_us, "ts"), ("level", expected.level, "level"),
+                            ("logger", expected.logger, "logger"), ("rank", expected.rank, "rank")):
+        if want is not None:
+            marks[name] = record is not None and record[got] == want
+    return marks
+
+
+def _containing(starts: dict[int, dict[str, Any]], offsets: list[int], offset: int) -> dict[str, Any] | None:
+    import bisect
+
+    at = bisect.bisect_right(offsets, offset) - 1
+    return starts[offsets[at]] if at >= 0 else None
+
+
+def load_expected() -> dict[str, Any]:
+    return json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}

@@ -1,0 +1,136 @@
+"""What the corpus generators share: run a launcher with the truth sidecar on, say which process
+wrote which file (``truth/sources.json``), and finish with ``README.md`` and ``mtimes.json``.
+
+An entry ``tests/corpus/<name>/`` holds ``gen/generate.py``, ``out/`` (the launcher's and the
+libraries' output exactly as written, one folder per node), ``truth/`` (the sidecar files the
+processes wrote, ``<host>-<pid>.jsonl``, and ``sources.json``), ``README.md`` and ``mtimes.json``.
+
+``sources.json`` is the launcher's own facts, known to the generator that ran it: each output file,
+the process streams that feed it, the console prefix the launcher puts before each process's lines
+(``[default1]:`` for torchrun's ``--tee``) and the identity the file or prefix reveals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.corpus.sidecar import ENV_DIR
+from tests.scenarios.library import record_mtimes, tool_version
+from tests.scenarios.torchrun_gen import TorchrunJob, command_lines
+from tests.scenarios.torchrun_gen import run as run_torchrun
+
+ROOT = Path(__file__).resolve().parent
+PROGRAMS = ROOT / "programs"
+SOURCES = "sources.json"
+
+
+@dataclass
+class Group:
+    """Lines of one file written by `feeds` ((host, pid, stream) triples), behind `prefix`."""
+
+    feeds: list[tuple[str, int, str]]
+    prefix: str = ""
+    identity: dict[str, int] | None = None  # what the file's place or the prefix says of its writer
+
+    def as_json(self) -> dict[str, Any]:
+        return {"prefix": self.prefix, "feeds": [list(f) for f in self.feeds], "identity": self.identity}
+
+
+@dataclass
+class Source:
+    path: str  # relative to out/
+    groups: list[Group] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "groups": [g.as_json() for g in self.groups]}
+
+
+def processes(truth_dir: Path) -> list[dict[str, Any]]:
+    """Each sidecar file's process: host, pid and the last identity it declared."""
+    found = []
+    for path in sorted(truth_dir.glob("*.jsonl")):
+        host, _, pid = path.stem.rpartition("-")
+        identity: dict[str, Any] = {}
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                entry = json.loads(line)
+                identity.update(entry.get("identity") or {})
+        found.append({"host": host, "pid": int(pid), **identity})
+    return found
+
+
+def torchrun_sources(out: Path, truth_dir: Path, role: str = "default") -> list[Source]:
+    """torchrun's files: ``<host>/<run>/attempt_<a>/<local_rank>/{stdout,stderr}.log`` hold one worker
+    each (its rank revealed by the place: local rank from the folder, rank = local rank on one node);
+    ``<host>/torchrun.console.log`` holds every worker's lines behind ``[<role><local_rank>]:``."""
+    procs = [p for p in processes(truth_dir) if "local_rank" in p]
+    single_node = len({p["host"] for p in procs}) == 1
+    sources = []
+    for proc in procs:
+        attempt = proc.get("attempt", 0)
+        identity = {"local_rank": proc["local_rank"], **({"rank": proc["rank"]} if single_node else {})}
+        for folder in sorted((out / proc["host"]).glob(f"*/attempt_{attempt}/{proc['local_rank']}")):
+            for stream in ("stdout", "stderr"):
+                sources.append(Source(str((folder / f"{stream}.log").relative_to(out)),
+                                      [Group([(proc["host"], proc["pid"], stream)], identity=identity)]))
+    launchers = [p for p in processes(truth_dir) if "local_rank" not in p]
+    for host in sorted({p["host"] for p in procs}):
+        groups = [Group([(host, p["pid"], s) for p in launchers if p["host"] == host for s in ("stdout", "stderr")])]
+        for proc in (p for p in procs if p["host"] == host):
+            identity = {"local_rank": proc["local_rank"], **({"rank": proc["rank"]} if single_node else {})}
+            groups.append(Group([(host, proc["pid"], "stdout"), (host, proc["pid"], "stderr")],
+                                prefix=f"[{role}{proc['local_rank']}]:", identity=identity))
+        sources.append(Source(f"{host}/torchrun.console.log", groups))
+    return sources
+
+
+def fresh(entry: Path) -> tuple[Path, Path]:
+    """Empty ``out/`` and ``truth/`` of an entry."""
+    out, truth = entry / "out", entry / "truth"
+    for folder in (out, truth):
+        if folder.exists():
+            shutil.rmtree(folder)
+    truth.mkdir(parents=True)
+    return out, truth
+
+
+def torchrun_entry(entry: Path, job: TorchrunJob) -> tuple[list[str], list[int]]:
+    """Run `job` under torchrun with the sidecar on; write the sources. (README commands, exit codes)"""
+    out, truth = fresh(entry)
+    job.env = {**job.env, **sidecar_env(truth)}
+    codes = run_torchrun(job, out)
+    write_sources(truth, torchrun_sources(out, truth))
+    return command_lines(job), codes
+
+
+def sidecar_env(truth_dir: Path) -> dict[str, str]:
+    """The environment that starts the sidecar in every Python process of a run (site/sitecustomize.py)."""
+    path = [str(ROOT / "site"), str(ROOT.parents[1]), str(ROOT.parents[1] / "exporters"), os.environ.get("PYTHONPATH", "")]
+    return {ENV_DIR: str(truth_dir), "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+
+
+def write_sources(truth_dir: Path, sources: list[Source]) -> None:
+    missing = [s.path for s in sources if not (truth_dir.parent / "out" / s.path).is_file()]
+    if missing:
+        raise RuntimeError(f"the launcher did not write {missing}")
+    (truth_dir / SOURCES).write_text(json.dumps([s.as_json() for s in sources], indent=1) + "\n")
+
+
+def finish(entry: Path, *, doc: str, commands: list[str], tools: tuple[str, ...]) -> None:
+    """README.md (how it was made) and mtimes.json (the files' mtimes, which git does not keep)."""
+    versions = ", ".join(f"{name} {tool_version(name)}" for name in tools)
+    body = [f"# {entry.name}", "", doc.strip(), "", "## How it was made", "",
+            f"`make corpus NAMES={entry.name}` (or `python tests/corpus/{entry.name}/gen/generate.py`) ran, on "
+            f"{platform.system()} with Python {platform.python_version()} and {versions}:", "", "```",
+            *commands, "```", "",
+            "`out/` is what the launcher and the libraries wrote, one folder per node, never edited by hand.",
+            "`truth/` is what each process recorded of its own output (tests/corpus/sidecar.py) and, in",
+            "`sources.json`, which process wrote which file behind which prefix (the launcher's facts).", ""]
+    (entry / "README.md").write_text("\n".join(body))
+    record_mtimes(entry)
