@@ -16,12 +16,15 @@ import json
 import os
 import platform
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.corpus.sidecar import ENV_DIR
 from tests.scenarios.library import record_mtimes, tool_version
+from tests.scenarios.nodes import hosts_file, on_node
 from tests.scenarios.torchrun_gen import TorchrunJob, command_lines
 from tests.scenarios.torchrun_gen import run as run_torchrun
 
@@ -65,7 +68,8 @@ def processes(truth_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
-def torchrun_sources(out: Path, truth_dir: Path, role: str = "default") -> list[Source]:
+def torchrun_sources(out: Path, truth_dir: Path, role: str = "default",
+                     console: str = "torchrun.console.log") -> list[Source]:
     """torchrun's files: ``<host>/<run>/attempt_<a>/<local_rank>/{stdout,stderr}.log`` hold one worker
     each (its rank revealed by the place: local rank from the folder, rank = local rank on one node);
     ``<host>/torchrun.console.log`` holds every worker's lines behind ``[<role><local_rank>]:``."""
@@ -86,8 +90,29 @@ def torchrun_sources(out: Path, truth_dir: Path, role: str = "default") -> list[
             identity = {"local_rank": proc["local_rank"], **({"rank": proc["rank"]} if single_node else {})}
             groups.append(Group([(host, proc["pid"], "stdout"), (host, proc["pid"], "stderr")],
                                 prefix=f"[{role}{proc['local_rank']}]:", identity=identity))
-        sources.append(Source(f"{host}/torchrun.console.log", groups))
+        sources.append(Source(f"{host}/{console}", groups))
     return sources
+
+
+def entry_dir(generator: str) -> Path:
+    """Where a generator writes: its entry's folder, or the folder given as its first argument (the
+    live test regenerates an entry into a temporary folder)."""
+    return Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(generator).resolve().parents[1]
+
+
+def file_sources(out: Path, truth_dir: Path) -> list[Source]:
+    """Files under `out` that a process's logging FileHandler wrote (its sidecar names them): they
+    reveal no identity by their place."""
+    writers: dict[str, list[tuple[str, int, str]]] = {}
+    for path in sorted(truth_dir.glob("*.jsonl")):
+        host, _, pid = path.stem.rpartition("-")
+        for line in path.read_text(encoding="utf-8").splitlines():
+            stream = json.loads(line).get("stream", "")
+            if stream.startswith("file:") and Path(stream[5:]).is_relative_to(out.resolve()):
+                feeds = writers.setdefault(str(Path(stream[5:]).relative_to(out.resolve())), [])
+                if (host, int(pid), stream) not in feeds:
+                    feeds.append((host, int(pid), stream))
+    return [Source(rel, [Group(feeds)]) for rel, feeds in sorted(writers.items())]
 
 
 def fresh(entry: Path) -> tuple[Path, Path]:
@@ -105,7 +130,7 @@ def torchrun_entry(entry: Path, job: TorchrunJob) -> tuple[list[str], list[int]]
     out, truth = fresh(entry)
     job.env = {**job.env, **sidecar_env(truth)}
     codes = run_torchrun(job, out)
-    write_sources(truth, torchrun_sources(out, truth))
+    write_sources(truth, torchrun_sources(out, truth) + file_sources(out, truth))
     return command_lines(job), codes
 
 
@@ -113,6 +138,34 @@ def sidecar_env(truth_dir: Path) -> dict[str, str]:
     """The environment that starts the sidecar in every Python process of a run (site/sitecustomize.py)."""
     path = [str(ROOT / "site"), str(ROOT.parents[1]), str(ROOT.parents[1] / "exporters"), os.environ.get("PYTHONPATH", "")]
     return {ENV_DIR: str(truth_dir), "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+
+
+def shared_console(out: Path, truth_dir: Path, console: str) -> list[Source]:
+    """A console every process of the run writes to without a prefix (``out/<host>/<console>``):
+    it says nothing of who wrote a line."""
+    procs = processes(truth_dir)
+    return [Source(f"{host}/{console}", [Group([(host, p["pid"], s) for p in procs if p["host"] == host
+                                                for s in ("stdout", "stderr")])])
+            for host in sorted({p["host"] for p in procs})]
+
+
+def console_entry(entry: Path, argv: list[str], console: str, env: dict[str, str] | None = None,
+                  host: str = "node0", timeout: float = 300) -> tuple[Path, Path, int]:
+    """Run a launcher command as node `host` (cwd ``out/<host>``) with the sidecar on, its stdout and
+    stderr in ``out/<host>/<console>`` as a job scheduler would keep them. (out, truth, exit code)"""
+    out, truth = fresh(entry)
+    (out / host).mkdir(parents=True)
+    with hosts_file([host]) as hosts, open(out / host / console, "wb") as sink:
+        proc = subprocess.Popen(on_node(host, hosts, argv), stdout=sink, stderr=subprocess.STDOUT, cwd=out / host,
+                                env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+                                     **(env or {}), **sidecar_env(truth)}, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+    return out, truth, code
 
 
 def write_sources(truth_dir: Path, sources: list[Source]) -> None:

@@ -15,6 +15,7 @@ import argparse  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
+from typing import Any  # noqa: E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -47,18 +48,24 @@ def upload_checkpoint(step: int) -> None:
 @sidecar.entrypoint
 def main() -> None:
     args = parse_args()
-    log = setup(args.layout)
-    dist.init_process_group("gloo")
+    train(setup(args.layout), args.steps, args.fail_rank, args.step_seconds, f"layout {args.layout}")
+
+
+def train(log: Any, steps: int, fail_rank: int, step_seconds: float = 0.05, what: str = "",
+          config: str = CONFIG) -> None:
+    """The training loop and its output; `log` is the logger of the layout under test."""
+    if not dist.is_initialized():  # accelerate's PartialState may have done it
+        dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     sidecar.set_identity(rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", rank)))
     log.info(f"rank {rank}/{world} started (pid {os.getpid()})")
     if rank == 0:
-        log.info("config:\n" + CONFIG)
-    print(f"[startup] world size {world}, layout {args.layout}", flush=True)
+        log.info("config:\n" + config)
+    print(f"[startup] world size {world}, {what}", flush=True)
     torch.manual_seed(rank)
     model = torch.nn.Linear(16, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(1, args.steps + 1):
+    for step in range(1, steps + 1):
         x = torch.randn(32, 16)
         loss = torch.nn.functional.mse_loss(model(x), x.sum(dim=1, keepdim=True))
         loss.backward()
@@ -77,10 +84,10 @@ def main() -> None:
             except ConnectionResetError:
                 log.exception("checkpoint upload failed; retrying (1/3)")
             log.warning("checkpoint upload: retry 1/3 succeeded")
-        time.sleep(args.step_seconds)
+        time.sleep(step_seconds)
     dist.barrier()
-    log.info(f"finished {args.steps} steps")
-    if rank == args.fail_rank:
+    log.info(f"finished {steps} steps")
+    if rank == fail_rank:
         raise RuntimeError(f"evaluation failed on rank {rank}: metric 'accuracy' is NaN")
     dist.destroy_process_group()
 

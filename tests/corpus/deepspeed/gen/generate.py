@@ -3,12 +3,10 @@ stdout) under torchrun, 1 node × 2 workers (gloo, CPU, ``DS_BUILD_OPS=0``): a c
 warning, a caught ``ConnectionResetError`` logged with its traceback and the lines after it, and an
 uncaught exception on rank 1 at the end (``[rank1]:`` traceback)."""
 
-from pathlib import Path
-
-from tests.corpus.library import PROGRAMS, finish, torchrun_entry
+from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
 from tests.scenarios.torchrun_gen import TorchrunJob
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = entry_dir(__file__)
 JOB = TorchrunJob(nproc=2, script=PROGRAMS / "train.py", worker_args=["--layout", "deepspeed", "--fail-rank", "1"],
                   run_id="deepspeed", env={"DS_BUILD_OPS": "0"})
 

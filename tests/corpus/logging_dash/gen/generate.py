@@ -1,0 +1,15 @@
+"""Python logging with `%(asctime)s - %(name)s - %(levelname)s - %(message)s` (the logging cookbook's
+layout), under torchrun, 1 node × 2 workers (gloo, CPU): a config dump, steps, a `print`, a warning,
+a caught `ConnectionResetError` logged with its traceback and the lines after it, and an uncaught
+exception on rank 1 at the end (`[rank1]:` traceback)."""
+
+from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
+from tests.scenarios.torchrun_gen import TorchrunJob
+
+HERE = entry_dir(__file__)
+JOB = TorchrunJob(nproc=2, script=PROGRAMS / "train.py", worker_args=["--layout", "dash", "--fail-rank", "1"],
+                  run_id="logging_dash")
+
+if __name__ == "__main__":
+    commands, _ = torchrun_entry(HERE, JOB)
+    finish(HERE, doc=__doc__, commands=commands, tools=("torch",))
