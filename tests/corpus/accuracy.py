@@ -4,7 +4,8 @@
 - archive: a real ``ranklog archive`` and one real ``ranklog agent`` per node folder
   (``--host <node>``), then ``ranklog query --archive ROOT``.
 
-Both read what the CLI returns (Parquet via ``--output``), so whatever the read side joins is in.
+Both read what ``ranklog query`` returns (its parser, source and engine, in this process), so whatever
+the read side joins is in.
 :func:`score` counts, per field, the expected records (tests/corpus/truth.py) read right out of
 those that show the field. Used by tests/benchmarks/bench_formats.py and tests/corpus/test_corpus.py.
 """
@@ -12,20 +13,16 @@ those that show the field. Used by tests/benchmarks/bench_formats.py and tests/c
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from tests.corpus.truth import Entry, Expected
-from tests.helpers.procs import ranklog_cmd
 
 ROOT = Path(__file__).resolve().parent
 FIELDS = ("boundary", "time", "level", "logger", "rank")
 EXPECTED = ROOT / "accuracy.json"
-COLUMNS = "source,offset,ts,level,logger,rank"
+COLUMNS = ["source", "offset", "ts", "level", "logger", "rank"]
 
 
 def entries() -> list[Path]:
@@ -33,29 +30,35 @@ def entries() -> list[Path]:
     return sorted(p.parents[1] for p in ROOT.glob("*/truth/sources.json"))
 
 
-def _query(*where: str, work: Path) -> list[dict[str, Any]]:
-    out = work / "records.parquet"
-    done = subprocess.run(ranklog_cmd("query", *where, "--sort", "none", "--columns", COLUMNS, "--output", str(out)),
-                          capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"ranklog query {' '.join(where)} exited {done.returncode}: {done.stderr[-2000:]}")
-    table = pq.read_table(out)
+def _read(*flags: str) -> list[dict[str, Any]]:
+    """What ``ranklog query FLAGS --sort none`` returns, read in this process through the same parser,
+    source and engine as the command (no output file in between)."""
+    from ranklog.commands._source_flags import open_from_args
+    from ranklog.commands.query import build_parser
+    from ranklog.query import engine
+    from ranklog.query.filter_flags import spec_from_args
+
+    args = build_parser("ranklog query").parse_args([*flags, "--sort", "none"])
+    table = engine.read(open_from_args(args), spec_from_args(args), COLUMNS)
     table = table.set_column(table.schema.get_field_index("ts"), "ts", table["ts"].cast("int64"))
     return table.to_pylist()
 
 
 def read_raw(entry: Entry) -> list[dict[str, Any]]:
-    with tempfile.TemporaryDirectory(prefix=f"corpus-{entry.name}-") as work:
-        return _query("--log_dir", str(entry.out), work=Path(work))
+    return _read("--log_dir", str(entry.out))
 
 
-def read_archive(entry: Entry) -> list[dict[str, Any]]:
-    """Ship ``out/`` through real agents (one per node folder) into a real archive, then query it."""
-    from tests.scenarios.harness import shipped
+def read_archive(chosen: list[Entry]) -> list[dict[str, Any]]:
+    """Ship every node folder of the chosen entries through real agents (one per host name) into one
+    real archive, then query it; records tell their entry by their source path."""
+    from tests.scenarios.harness import shipped_folders
 
-    with tempfile.TemporaryDirectory(prefix=f"corpus-{entry.name}-") as work, \
-            shipped(entry.out, entry.nodes(), Path(work)) as root:
-        return _query("--archive", str(root), work=Path(work))
+    hosts: dict[str, list[Path]] = {}
+    for entry in chosen:
+        for node in entry.nodes():
+            hosts.setdefault(node, []).append(entry.out / node)
+    with tempfile.TemporaryDirectory(prefix="corpus-") as work, shipped_folders(hosts, Path(work)) as root:
+        return _read("--archive", str(root))
 
 
 def score(entry: Entry, records: list[dict[str, Any]]) -> dict[str, list[int]]:

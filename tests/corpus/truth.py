@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -117,7 +118,7 @@ def load(path: Path) -> Entry:
 def _align_file(entry: Entry, source: dict[str, Any], feeds: dict, identities: dict) -> None:
     data = (entry.out / source["path"]).read_bytes()
     offsets, lines, pos = [], [], 0
-    for line in data.splitlines(keepends=True):
+    for line in re.findall(rb"[^\n]*\n|[^\n]+$", data):  # lines end at \n only (a \r is inside a line)
         offsets.append(pos)
         lines.append(line)
         pos += len(line)

@@ -95,17 +95,25 @@ def triage_archive(scenario: Scenario, work: Path | None = None) -> dict[str, An
 def shipped(out: Path, nodes: list[str], work: Path | None = None) -> Iterator[Path]:
     """The root of a real archive that real agents fed, one per node folder ``out/<node>``
     (``--host <node>``, the node's files as its sources, as on the node itself)."""
+    with shipped_folders({node: [out / node] for node in nodes}, work) as root:
+        yield root
+
+
+@contextmanager
+def shipped_folders(hosts: dict[str, list[Path]], work: Path | None = None) -> Iterator[Path]:
+    """The root of a real archive fed by one real agent per host (``--host``), each shipping every file
+    under that host's folders."""
     with ExitStack() as stack:
         if work is None:
-            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"ranklog-{out.parent.name}-")))
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranklog-shipped-")))
         token = work / "token"
         token.write_text(secrets.token_hex(16) + "\n")
         root = work / "archive"
         with running_archive(root, token, log_path=work / "archive.log") as archive:
-            for node in nodes:
-                with running_agent(archive.url, token, work / f"agent-{node}", sources=[f"{out / node}/**/*"],
-                                   extra_args=["--host", node]) as agent:
-                    agent.wait_idle(timeout=120)
+            for host, folders in hosts.items():
+                with running_agent(archive.url, token, work / f"agent-{host}",
+                                   sources=[f"{folder}/**/*" for folder in folders], extra_args=["--host", host]) as agent:
+                    agent.wait_idle(timeout=300)
             wait_flushed(archive.url, root)
         yield root
 
