@@ -14,7 +14,7 @@ APT_PACKAGES ?= python3-venv python3-dev gcc git curl ca-certificates iproute2 p
 VENV_STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help system venv demo test test-fast bench soak lint dashboards scenarios clean
+.PHONY: help system venv demo test test-fast bench soak lint dashboards scenarios corpus clean
 
 help:
 	@echo "make demo        run the whole pipeline on this machine (archive, agent, a failing 16-rank job, triage)"
@@ -25,6 +25,7 @@ help:
 	@echo "make lint        ruff, yamllint and ansible-lint"
 	@echo "make dashboards  regenerate dashboards/ and rules from code"
 	@echo "make scenarios   regenerate tests/scenarios/*/out by running the real tools (torchrun, Ray, verl)"
+	@echo "make corpus      regenerate the format corpus tests/corpus/*/ (real libraries under real launchers)"
 
 # Installs the Debian packages that are missing (only as root; others must have them already).
 system:
@@ -39,7 +40,8 @@ system:
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip wheel setuptools
-	$(PY) -m pip install -q -e '.[all]'
+	DS_BUILD_OPS=0 $(PY) -m pip install -q -e '.[all]'
+	$(PY) -m pip install -q --no-deps hydra-core==1.3.8  # the corpus's hydra entry; see the corpus extra
 	$(PY) -m pip install -q --no-deps verl==0.9.1  # the scenario library's verl loggers; deps: the verl extra
 	rm -f $(VENV)/.installed-* && touch $@
 
@@ -73,6 +75,10 @@ dashboards: venv
 # Runs every tests/scenarios/<name>/gen/generate.py (real torchrun/Ray/verl jobs); NAMES="a b" for some.
 scenarios: system venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) tests/scenarios/generate.py $(NAMES)
+
+# Runs every tests/corpus/<name>/gen/generate.py (transformers, DeepSpeed, Lightning, Ray Train, …); NAMES="a b" for some.
+corpus: system venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) tests/corpus/generate.py $(NAMES)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
