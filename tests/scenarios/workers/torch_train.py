@@ -1,9 +1,12 @@
 """A small data-parallel training loop under torchrun (gloo, CPU) with one fault injected on one rank.
 
-Run by the scenario generators as ``torchrun … torch_train.py --fault KIND --fault-rank R --fault-step S``.
-It does what a real job does: a linear model, a data loader, gradients averaged with ``all_reduce``
-every ``--accum`` micro-steps, ``logging`` lines with timestamps, ``print`` lines without, and
-``@record`` so torchelastic writes ``error.json``. Faults:
+Run by the scenario generators as ``torchrun … torch_train.py --layout L --fault KIND --fault-rank R
+--fault-step S``. It does what a real job does: a linear model, a data loader, gradients averaged with
+``all_reduce`` every ``--accum`` micro-steps, log lines in the layout ``--layout`` names (one of the
+ecosystem's, made by the real library: tests/corpus/layouts.py — DeepSpeed's logger, transformers'
+explicit format, accelerate's logger, torch's glog formatter, loguru, structlog, …; ``legacy`` is
+``%(asctime)s %(levelname)s %(name)s: %(message)s``), ``print`` lines without a time, and ``@record``
+so torchelastic writes ``error.json``. Faults:
 
 - ``exception``: an uncaught ``ValueError`` in the step (a bug in the user's code)
 - ``cuda_oom``: ``torch.OutOfMemoryError`` with the CUDA allocator's text (GPU-only, so raised as a string)
@@ -18,7 +21,6 @@ every ``--accum`` micro-steps, ``logging`` lines with timestamps, ``print`` line
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import time
@@ -29,6 +31,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from tests.corpus.layouts import setup
+
 CUDA_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
             "1.06 GiB is free. Including non-PyTorch memory, this process has 78.08 GiB memory in use. Of the "
             "allocated memory 75.52 GiB is allocated by PyTorch, and 1.01 GiB is reserved by PyTorch but "
@@ -36,11 +40,12 @@ CUDA_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total c
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
             "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
 
-log = logging.getLogger("train")
+log = None  # the layout's logger, set up in main()
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--layout", default="legacy", help="the logging layout (tests/corpus/layouts.py)")
     parser.add_argument("--fault", default="none")
     parser.add_argument("--fault-rank", type=int, default=1)
     parser.add_argument("--fault-step", type=int, default=3)
@@ -60,7 +65,7 @@ class Loader:
 
     def batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.args.fault == "hang" and self._hit(step) and micro == 0:
-            log.info("loading shard %d", step)
+            log.info(f"loading shard {step}")
             while True:  # blocked on I/O that never returns
                 time.sleep(3600)
         x = torch.randn(32, 16, generator=self.gen)
@@ -108,14 +113,16 @@ def noise(args: argparse.Namespace, rank: int, step: int) -> None:
         time.sleep(0.5)
         log.warning("checkpoint upload: retry 1/3 succeeded")
     if step == 3:
-        log.warning("grad norm %.1f above clip threshold 1.0, clipping", 3.7 + rank)
+        log.warning(f"grad norm {3.7 + rank:.1f} above clip threshold 1.0, clipping")
 
 
 @record
 def main() -> None:
+    global log
     args = parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
+    log = setup(args.layout)
+    if not dist.is_initialized():  # accelerate's PartialState may have made the group already
+        dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     print(f"rank {rank}/{world} pid {os.getpid()} host {os.uname().nodename}", flush=True)
     torch.manual_seed(0)
@@ -128,7 +135,7 @@ def main() -> None:
             x, y = loader.batch(step, micro)
             loss = torch.nn.functional.mse_loss(model(x), y) / args.accum
             loss.backward()
-            log.info("step %d micro %d loss %.4f", step, micro, loss.item())
+            log.info(f"step {step} micro {micro} loss {loss.item():.4f}")
             time.sleep(args.step_seconds)
         inject(args, rank, step)
         for p in model.parameters():
@@ -136,7 +143,7 @@ def main() -> None:
             p.grad /= world
         optimizer.step()
         optimizer.zero_grad()
-        log.info("step %d done", step)
+        log.info(f"step {step} done")
     print(f"rank {rank} finished {args.steps} steps", flush=True)
     dist.destroy_process_group()
 

@@ -1,6 +1,7 @@
 """torchrun, 2 nodes × 2 workers (gloo), node1's clock 40 s ahead (libfaketime): global rank 2 (node1,
 local rank 0) raises a ValueError at step 4. By the wall clocks, node0's consequences ("Connection
-closed by peer") come 40 s before the cause."""
+closed by peer") come 40 s before the cause.
+Workers log in a bracketed layout with a rank field (``[time] [LEVEL] [rankN] name: msg``)."""
 
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from tests.scenarios.torchrun_gen import Node, TorchrunJob, command_lines, run
 
 HERE = Path(__file__).resolve().parents[1]
 JOB = TorchrunJob(nodes=[Node("node0"), Node("node1", clock_offset="+40s")], nproc=2,
-                  worker_args=["--fault", "exception", "--fault-rank", "2", "--fault-step", "4"])
+                  worker_args=["--layout", "bracketed", "--fault", "exception", "--fault-rank", "2", "--fault-step", "4"])
 
 if __name__ == "__main__":
     run(JOB, HERE / "out")

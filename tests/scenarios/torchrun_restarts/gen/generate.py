@@ -1,6 +1,7 @@
 """torchrun with ``--max-restarts 2``, 1 node × 2 workers (gloo): in attempt 0 rank 1 raises a ValueError
 at step 3; in attempts 1 and 2 rank 0 fails while resuming. The first failure of the chain (attempt 0,
-rank 1) is the root cause, not the last."""
+rank 1) is the root cause, not the last.
+Workers log in ``basicConfig()``'s default (``LEVEL:name:msg``, no time at all)."""
 
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from tests.scenarios.library import finish
 from tests.scenarios.torchrun_gen import TorchrunJob, command_lines, run
 
 HERE = Path(__file__).resolve().parents[1]
-JOB = TorchrunJob(nproc=2, max_restarts=2, worker_args=["--fault", "restart", "--fault-rank", "1", "--fault-step", "3"])
+JOB = TorchrunJob(nproc=2, max_restarts=2, worker_args=["--layout", "basic", "--fault", "restart", "--fault-rank", "1", "--fault-step", "3"])
 
 if __name__ == "__main__":
     run(JOB, HERE / "out")
