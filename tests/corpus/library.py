@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 from tests.corpus.sidecar import ENV_DIR
 from tests.scenarios.library import record_mtimes, tool_version
 from tests.scenarios.nodes import hosts_file, on_node
+from tests.scenarios.ray_gen import CONSOLE
 from tests.scenarios.torchrun_gen import TorchrunJob, command_lines
 from tests.scenarios.torchrun_gen import run as run_torchrun
 
@@ -40,9 +43,11 @@ class Group:
     feeds: list[tuple[str, int, str]]
     prefix: str = ""
     identity: dict[str, int] | None = None  # what the file's place or the prefix says of its writer
+    forwarded: bool = False  # a launcher copied these lines and leaves some out (Ray drops its markers)
 
     def as_json(self) -> dict[str, Any]:
-        return {"prefix": self.prefix, "feeds": [list(f) for f in self.feeds], "identity": self.identity}
+        return {"prefix": self.prefix, "feeds": [list(f) for f in self.feeds], "identity": self.identity,
+                "forwarded": self.forwarded}
 
 
 @dataclass
@@ -100,16 +105,17 @@ def entry_dir(generator: str) -> Path:
     return Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(generator).resolve().parents[1]
 
 
-def file_sources(out: Path, truth_dir: Path) -> list[Source]:
+def file_sources(out: Path, truth_dir: Path, moved: Callable[[Path], Path | None] = lambda p: p) -> list[Source]:
     """Files under `out` that a process's logging FileHandler wrote (its sidecar names them): they
-    reveal no identity by their place."""
+    reveal no identity by their place. `moved`: where a file written elsewhere was copied to."""
     writers: dict[str, list[tuple[str, int, str]]] = {}
     for path in sorted(truth_dir.glob("*.jsonl")):
         host, _, pid = path.stem.rpartition("-")
         for line in path.read_text(encoding="utf-8").splitlines():
             stream = json.loads(line).get("stream", "")
-            if stream.startswith("file:") and Path(stream[5:]).is_relative_to(out.resolve()):
-                feeds = writers.setdefault(str(Path(stream[5:]).relative_to(out.resolve())), [])
+            target = moved(Path(stream[5:])) if stream.startswith("file:") else None
+            if target is not None and target.is_relative_to(out.resolve()):
+                feeds = writers.setdefault(str(target.relative_to(out.resolve())), [])
                 if (host, int(pid), stream) not in feeds:
                     feeds.append((host, int(pid), stream))
     return [Source(rel, [Group(feeds)]) for rel, feeds in sorted(writers.items())]
@@ -168,7 +174,60 @@ def console_entry(entry: Path, argv: list[str], console: str, env: dict[str, str
     return out, truth, code
 
 
+def ray_sources(out: Path, truth_dir: Path) -> list[Source]:
+    """Ray's files: ``logs/worker-<id>-<job>-<pid>.out|err`` hold one worker process each (the pid in the
+    name); the driver's console holds the driver's own lines and its workers' behind ``(<Actor> pid=N)``;
+    files Ray's Python services log to carry their writers' records (:func:`file_sources`)."""
+    procs = {p["pid"]: p for p in processes(truth_dir)}
+    sources = []
+    for path in sorted(out.glob("*/session_*/logs/worker-*")):
+        pid = int(path.stem.rsplit("-", 1)[1])
+        if pid in procs and path.suffix in (".out", ".err"):
+            stream = "stdout" if path.suffix == ".out" else "stderr"
+            sources.append(Source(str(path.relative_to(out)),
+                                  [Group([(procs[pid]["host"], pid, stream)], identity=_train_rank(procs[pid]))]))
+    for console in sorted(out.glob(f"*/{CONSOLE}")):
+        sources.append(Source(str(console.relative_to(out)), _ray_console_groups(console, procs)))
+    return sources + file_sources(out, truth_dir, lambda p: _copied_session_file(out, p))
+
+
+def _train_rank(proc: dict[str, Any]) -> dict[str, int] | None:
+    """A Ray Train worker's ranks: its controller logs them with its pid ("Started training worker
+    group …: (ip=…, pid=N) world_rank=R, local_rank=L"), so every line of that process reveals them."""
+    return {"rank": proc["rank"], "local_rank": proc["local_rank"]} if "rank" in proc else None
+
+
+def _copied_session_file(out: Path, written: Path) -> Path | None:
+    """Where ray_gen copied a file of the session's ``logs/`` (``out/<host>/session_…/logs/…``)."""
+    parts = written.parts
+    at = next((i for i, part in enumerate(parts) if part.startswith("session_")), None)
+    if at is None:
+        return None
+    return next((c for c in out.glob(f"*/{Path(*parts[at:])}") if c.is_file()), None)
+
+
+# Ray's driver prints each worker's lines behind "(<actor or task> pid=N[, ip=A])", coloured on a terminal
+_RAY_PREFIX = re.compile(rb"^((?:\x1b\[\d+m)?\((\w+) pid=(\d+)(?:, ip=[\d.]+)?\)(?:\x1b\[0m)? )", re.M)
+
+
+def _ray_console_groups(console: Path, procs: dict[int, dict[str, Any]]) -> list[Group]:
+    """The driver's own lines, and one group per worker prefix the console shows (Ray's prefix format is
+    the launcher's fact; which actor class a pid ran is read from the prefix itself)."""
+    driver = [p for p in procs.values() if p.get("role") == "driver"]
+    groups = [Group([(p["host"], p["pid"], s) for p in driver for s in ("stdout", "stderr")])]
+    seen: set[bytes] = set()
+    for match in _RAY_PREFIX.finditer(console.read_bytes()):
+        prefix, pid = match.group(1), int(match.group(3))
+        if prefix not in seen and pid in procs:
+            seen.add(prefix)
+            groups.append(Group([(procs[pid]["host"], pid, s) for s in ("stdout", "stderr")], prefix=prefix.decode(),
+                                identity=_train_rank(procs[pid]), forwarded=True))
+    return groups
+
+
 def write_sources(truth_dir: Path, sources: list[Source]) -> None:
+    if not any(p.get("rank") is not None for p in processes(truth_dir)):
+        raise RuntimeError("no worker process wrote a sidecar: the launcher failed (see its console in out/)")
     missing = [s.path for s in sources if not (truth_dir.parent / "out" / s.path).is_file()]
     if missing:
         raise RuntimeError(f"the launcher did not write {missing}")

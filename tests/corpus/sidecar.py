@@ -147,6 +147,23 @@ class RecordingStream:
         return getattr(self._inner, name)
 
 
+def _recording(stream: Any) -> Any:
+    """`stream` itself if it records already or is no standard stream; else wrapped. Processes that
+    replace ``sys.stdout``/``sys.stderr`` after start-up (Ray's workers reopen fds 1 and 2) or hand a
+    handler the raw stream stay recorded."""
+    if isinstance(stream, RecordingStream) or stream is None:
+        return stream
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stream
+    return RecordingStream(stream, {1: "stdout", 2: "stderr"}[fd]) if fd in (1, 2) else stream
+
+
+def _ensure_streams() -> None:
+    sys.stdout, sys.stderr = _recording(sys.stdout), _recording(sys.stderr)
+
+
 # -- logging: the facts of a record as its handler's formatter prints it --------------------------------
 _FIELD = {
     logging.PercentStyle: r"%\({}\)",
@@ -196,6 +213,9 @@ def _record_facts(handler: logging.Handler, record: logging.LogRecord) -> dict[s
 def _wrap_handle(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def handle(self: logging.Handler, record: logging.LogRecord) -> Any:
+        _ensure_streams()
+        if isinstance(self, logging.StreamHandler) and not isinstance(self, logging.FileHandler):
+            self.stream = _recording(self.stream)
         with block("log", **_record_facts(self, record)):  # a record the handler drops writes nothing
             return original(self, record)
     return handle
@@ -211,6 +231,7 @@ def _wrap_open(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_print(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def print_(*args: Any, **kwargs: Any) -> None:
+        _ensure_streams()
         if _stack():  # printed by a handler or a library's renderer: part of that record
             original(*args, **kwargs)
             return
@@ -223,6 +244,7 @@ def _wrap_print(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_showwarning(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def showwarning(*args: Any, **kwargs: Any) -> None:
+        _ensure_streams()
         with block("warning", level="WARNING", levelno=logging.WARNING):
             original(*args, **kwargs)
     return showwarning
@@ -231,6 +253,7 @@ def _wrap_showwarning(original: Callable[..., Any]) -> Callable[..., Any]:
 def _wrap_excepthook(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def excepthook(*args: Any) -> None:
+        _ensure_streams()
         if _stack():  # inside entrypoint's record already
             original(*args)
             return
@@ -244,12 +267,13 @@ def install() -> None:
     if isinstance(sys.stderr, RecordingStream):
         return
     sys.stdout = RecordingStream(sys.stdout, "stdout")
-    sys.stderr = RecordingStream(sys.stderr, "stderr")
+    sys.stderr = RecordingStream(sys.stderr, "stderr")  # named by role even when fds are redirected
     logging.Handler.handle = _wrap_handle(logging.Handler.handle)
     logging.FileHandler._open = _wrap_open(logging.FileHandler._open)
     builtins.print = _wrap_print(builtins.print)
     warnings.showwarning = _wrap_showwarning(warnings.showwarning)
     sys.excepthook = _wrap_excepthook(sys.excepthook)
+    threading.excepthook = _wrap_excepthook(threading.excepthook)  # "Exception in thread …" + its traceback
     _env_identity()
 
 

@@ -77,7 +77,8 @@ def printed_time_us(record: dict[str, Any]) -> int | None:
     if not record.get("time_shown"):
         return None
     created = record["created"]
-    us = round(created * 1_000_000)
+    whole, frac = int(created), created - int(created)
+    us = record.get("time_us", whole * 1_000_000 + round(frac * 1_000_000))  # as datetime.fromtimestamp rounds
     precision = record.get("precision", "ms")
     if precision == "ms" and "msecs" in record:  # logging: int(created) + int(msecs), as formatTime prints
         return int(created) * 1_000_000 + int(record["msecs"]) * 1000
@@ -140,6 +141,14 @@ def _align_file(entry: Entry, source: dict[str, Any], feeds: dict, identities: d
         _align_group(entry, source["path"], group, group_lines, feeds, identities, copies if index >= 0 and not group["prefix"] else ())
 
 
+def _next_match(queue: deque, text: bytes, pos: int, forwarded: bool) -> int | None:
+    """Which queued record is written at `pos`: the next one, or for forwarded lines any later one."""
+    for k, record in enumerate(queue if forwarded else list(queue)[:1]):
+        if text.startswith(record["text"].encode(), pos):
+            return k
+    return None
+
+
 def _align_group(entry: Entry, path: str, group: dict[str, Any], lines: list[tuple[int, bytes]],
                  feeds: dict, identities: dict, copies: tuple[str, ...] = ()) -> None:
     text = b"".join(line for _, line in lines)
@@ -154,12 +163,15 @@ def _align_group(entry: Entry, path: str, group: dict[str, Any], lines: list[tup
     i = 0
     while i < len(lines):
         pos = starts[i]
-        matching = [(q[0]["created"], key, q) for key, q in queues if q and text.startswith(q[0]["text"].encode(), pos)]
+        matching = [(q[k]["created"], key, q, k) for key, q in queues
+                    for k in [_next_match(q, text, pos, group.get("forwarded", False))] if k is not None]
         if not matching:
             found.append(Expected(path, [lines[i][0]], "foreign", lines[i][1].decode(errors="replace"), rank=file_rank))
             i += 1
             continue
-        _, key, queue = min(matching, key=lambda m: m[0])
+        _, key, queue, skipped = min(matching, key=lambda m: m[0])
+        for _ in range(skipped):  # records the launcher did not forward to this file
+            queue.popleft()
         record = queue.popleft()
         end = pos + len(record["text"].encode())
         first, last = i, max(i + 1, bisect.bisect_left(starts, end))
@@ -178,5 +190,5 @@ def _align_group(entry: Entry, path: str, group: dict[str, Any], lines: list[tup
     for before, nxt in pairwise(found):
         before.after = nxt.lines[0]
     entry.expected.extend(found)
-    for key, queue in queues:
+    for key, queue in queues if not group.get("forwarded") else ():  # a forwarding launcher may drop lines
         entry.unaligned.extend(f"{path}: {key}: {r['text'][:80]!r}" for r in queue)

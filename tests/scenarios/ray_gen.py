@@ -45,7 +45,7 @@ class RayRun:
                 f"and {dropped}.")
 
 
-def run(scenario: Path, python: str = sys.executable) -> RayRun:
+def run(scenario: Path, python: str = sys.executable, timeout: float = DRIVER_TIMEOUT_S) -> RayRun:
     """Run ``scenario/gen/driver.py`` and replace ``scenario/out`` with what it wrote."""
     scenario = scenario.resolve()
     host = socket.gethostname()
@@ -59,11 +59,11 @@ def run(scenario: Path, python: str = sys.executable) -> RayRun:
             proc = subprocess.Popen([python, str(scenario / "gen" / "driver.py"), str(temp)], stdout=console,
                                     stderr=subprocess.STDOUT, cwd=scenario / "gen")
             try:
-                code = proc.wait(timeout=DRIVER_TIMEOUT_S)
+                code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 proc.terminate()  # Ray's own processes follow their driver down
                 proc.wait(timeout=30)
-                raise RuntimeError(f"{scenario.name}: the driver ran over {DRIVER_TIMEOUT_S}s") from None
+                raise RuntimeError(f"{scenario.name}: the driver ran over {timeout}s") from None
         return RayRun(host, code, _copy_session_logs(temp, out / host))
     finally:
         shutil.rmtree(temp, ignore_errors=True)
