@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 DASH = "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
@@ -106,7 +107,7 @@ def _loguru() -> Any:
 
     def note(record: dict[str, Any]) -> None:
         sidecar.pending(level=record["level"].name, levelno=record["level"].no, logger=record["name"],
-                        created=record["time"].timestamp(), time_shown=True, precision="ms",
+                        created=record["time"].timestamp(), time_us=_micros(record["time"]), time_shown=True, precision="ms",
                         level_shown=True, logger_shown=True, rank_shown=False, handler="loguru")
 
     logger.remove()
@@ -124,18 +125,17 @@ def _structlog() -> Any:
     def note(_: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
         level = {"warn": "WARNING", "exception": "ERROR"}.get(method, method.upper())
         sidecar.pending(level=level, levelno=logging.getLevelName(level), logger=event.get("logger"),
-                        created=event["_created"], time_shown=True, precision="us", level_shown=True,
+                        created=event["_created"].timestamp(), time_us=_micros(event["_created"]), time_shown=True,
+                        precision="us", level_shown=True,
                         logger_shown=False, rank_shown=False, handler="structlog")
         return event
 
     def created(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
-        import time
-        event["_created"] = time.time()
+        event["_created"] = datetime.now(timezone.utc)
         return event
 
     def stamp(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
-        from datetime import datetime, timezone
-        event["timestamp"] = datetime.fromtimestamp(event.pop("_created"), timezone.utc).isoformat()
+        event["timestamp"] = event.pop("_created").isoformat()
         return event
 
     structlog.configure(processors=[structlog.processors.add_log_level, created, note,
@@ -143,6 +143,11 @@ def _structlog() -> Any:
                                     structlog.dev.ConsoleRenderer(colors=False)],
                         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))
     return structlog.get_logger()
+
+
+def _micros(moment: datetime) -> int:
+    """A datetime as UTC microseconds, exactly (no float on the way)."""
+    return (moment - datetime(1970, 1, 1, tzinfo=timezone.utc)) // timedelta(microseconds=1)
 
 
 LAYOUTS = {
