@@ -131,6 +131,13 @@ def fresh(entry: Path) -> tuple[Path, Path]:
     return out, truth
 
 
+def generate_torchrun(generator: str, doc: str, job: TorchrunJob, tools: tuple[str, ...]) -> None:
+    """A torchrun entry's whole generator: run `job` into the entry (:func:`entry_dir`), then finish."""
+    entry = entry_dir(generator)
+    commands, _ = torchrun_entry(entry, job)
+    finish(entry, doc=doc, commands=commands, tools=tools)
+
+
 def torchrun_entry(entry: Path, job: TorchrunJob) -> tuple[list[str], list[int]]:
     """Run `job` under torchrun with the sidecar on; write the sources. (README commands, exit codes)"""
     out, truth = fresh(entry)

@@ -3,13 +3,11 @@ stdout) under torchrun, 1 node × 2 workers (gloo, CPU, ``DS_BUILD_OPS=0``): a c
 warning, a caught ``ConnectionResetError`` logged with its traceback and the lines after it, and an
 uncaught exception on rank 1 at the end (``[rank1]:`` traceback)."""
 
-from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
+from tests.corpus.library import PROGRAMS, generate_torchrun
 from tests.scenarios.torchrun_gen import TorchrunJob
 
-HERE = entry_dir(__file__)
 JOB = TorchrunJob(nproc=2, script=PROGRAMS / "train.py", worker_args=["--layout", "deepspeed", "--fail-rank", "1"],
                   run_id="deepspeed", env={"DS_BUILD_OPS": "0"})
 
 if __name__ == "__main__":
-    commands, _ = torchrun_entry(HERE, JOB)
-    finish(HERE, doc=__doc__, commands=commands, tools=("torch", "deepspeed"))
+    generate_torchrun(__file__, __doc__, JOB, tools=("torch", "deepspeed"))

@@ -3,13 +3,11 @@
 (gloo, CPU): a config dump, steps, a `print`, a warning, a caught `ConnectionResetError` logged with
 its traceback and the lines after it."""
 
-from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
+from tests.corpus.library import PROGRAMS, generate_torchrun
 from tests.scenarios.torchrun_gen import TorchrunJob
 
-HERE = entry_dir(__file__)
 JOB = TorchrunJob(nproc=2, script=PROGRAMS / "train.py", worker_args=["--layout", "bracketed", "--fail-rank", "-1"],
                   run_id="logging_bracketed")
 
 if __name__ == "__main__":
-    commands, _ = torchrun_entry(HERE, JOB)
-    finish(HERE, doc=__doc__, commands=commands, tools=("torch",))
+    generate_torchrun(__file__, __doc__, JOB, tools=("torch",))

@@ -3,13 +3,11 @@ torchrun, 1 node × 2 workers (gloo, CPU): a config dump, steps, a `print`, a wa
 `ConnectionResetError` logged with its traceback and the lines after it, and an uncaught exception
 on rank 0 at the end (`[rank0]:` traceback)."""
 
-from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
+from tests.corpus.library import PROGRAMS, generate_torchrun
 from tests.scenarios.torchrun_gen import TorchrunJob
 
-HERE = entry_dir(__file__)
 JOB = TorchrunJob(nproc=2, script=PROGRAMS / "train.py", worker_args=["--layout", "timeonly", "--fail-rank", "0"],
                   run_id="logging_timeonly")
 
 if __name__ == "__main__":
-    commands, _ = torchrun_entry(HERE, JOB)
-    finish(HERE, doc=__doc__, commands=commands, tools=("torch",))
+    generate_torchrun(__file__, __doc__, JOB, tools=("torch",))

@@ -2,13 +2,11 @@
 under torchrun, 1 node × 2 workers (gloo, CPU): a config dump, steps, a `print`, a warning, a caught
 `ConnectionResetError` logged with its traceback and the lines after it."""
 
-from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
+from tests.corpus.library import PROGRAMS, generate_torchrun
 from tests.scenarios.torchrun_gen import TorchrunJob
 
-HERE = entry_dir(__file__)
 JOB = TorchrunJob(nproc=2, script=PROGRAMS / "train.py", worker_args=["--layout", "rich", "--fail-rank", "-1"],
                   run_id="rich")
 
 if __name__ == "__main__":
-    commands, _ = torchrun_entry(HERE, JOB)
-    finish(HERE, doc=__doc__, commands=commands, tools=("torch", "rich"))
+    generate_torchrun(__file__, __doc__, JOB, tools=("torch", "rich"))

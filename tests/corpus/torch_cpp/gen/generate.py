@@ -3,13 +3,11 @@ ProcessGroupWrapper's glog lines on stderr, which no Python sidecar sees) beside
 ``%(asctime)s - %(name)s - %(levelname)s - %(message)s``, under torchrun, 1 node × 2 workers (gloo,
 CPU); rank 0 dies of an uncaught exception at the end (``[rank0]:`` traceback)."""
 
-from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
+from tests.corpus.library import PROGRAMS, generate_torchrun
 from tests.scenarios.torchrun_gen import TorchrunJob
 
-HERE = entry_dir(__file__)
 JOB = TorchrunJob(nproc=2, script=PROGRAMS / "train.py", worker_args=["--layout", "dash", "--fail-rank", "0"],
                   run_id="torch_cpp", env={"TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
 
 if __name__ == "__main__":
-    commands, _ = torchrun_entry(HERE, JOB)
-    finish(HERE, doc=__doc__, commands=commands, tools=("torch",))
+    generate_torchrun(__file__, __doc__, JOB, tools=("torch",))

@@ -4,13 +4,11 @@ run_clm.py sets it up (the script's basicConfig lines on stdout, transformers' e
 dictionaries), under torchrun, 1 node × 2 workers (DDP over gloo, CPU); rank 1 raises after
 training (``[rank1]:`` traceback)."""
 
-from tests.corpus.library import PROGRAMS, entry_dir, finish, torchrun_entry
+from tests.corpus.library import PROGRAMS, generate_torchrun
 from tests.scenarios.torchrun_gen import TorchrunJob
 
-HERE = entry_dir(__file__)
 JOB = TorchrunJob(nproc=2, script=PROGRAMS / "hf_trainer.py", worker_args=["--fail-rank", "1"], run_id="transformers",
                   env={"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
 
 if __name__ == "__main__":
-    commands, _ = torchrun_entry(HERE, JOB)
-    finish(HERE, doc=__doc__, commands=commands, tools=("torch", "transformers"))
+    generate_torchrun(__file__, __doc__, JOB, tools=("torch", "transformers"))
