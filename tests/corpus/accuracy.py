@@ -81,14 +81,17 @@ def score(entry: Entry, records: list[dict[str, Any]]) -> dict[str, list[int]]:
 
 def _judge(expected: Expected, starts: dict[int, dict[str, Any]], offsets: list[int]) -> dict[str, bool]:
     first = expected.lines[0]
+    holder = starts.get(first) or _containing(starts, offsets, first)
     if expected.kind == "foreign":  # only the rank its file or prefix reveals
-        if expected.rank is None:
-            return {}
-        holder = starts.get(first) or _containing(starts, offsets, first)
-        return {"rank": bool(holder) and holder["rank"] == expected.rank}
-    record = starts.get(first)
-    marks = {"boundary": record is not None and not any(line in starts for line in expected.lines[1:])
-             and (expected.after is None or expected.after in starts)}
+        return {} if expected.rank is None else {"rank": bool(holder) and holder["rank"] == expected.rank}
+    marks = {}
+    unsplit = not any(line in starts for line in expected.lines[1:])
+    if expected.header:
+        marks["boundary"] = first in starts and unsplit
+    elif len(expected.lines) > 1:
+        marks["boundary"] = unsplit
+    # a headed record must be read from its own start; a headerless one may sit inside the record before it
+    record = starts.get(first) if expected.header else holder
     for name, want, got in (("time", expected.time_us, "ts"), ("level", expected.level, "level"),
                             ("logger", expected.logger, "logger"), ("rank", expected.rank, "rank")):
         if want is not None:

@@ -9,8 +9,11 @@ the file; it never reads a field out of a line.
 
 What each expected record says (``None``: not judged, the output does not show it):
 
-- ``lines``: offsets of its lines — a record starts at the first and nowhere else, and ``after`` (the
-  next line of the same writer) starts another: the sidecar proves the record ended there;
+- ``lines``: offsets of its lines — no record may start at any but the first (a record is never
+  split), and where the layout prints a header (time, level or logger) a record must start at the
+  first: that is what says the lines before it ended (a caught traceback must not swallow the lines
+  after it). A headerless line (a ``print``, a traceback printed by ``sys.excepthook``) may belong to
+  the record before it as far as the output can tell, so its start is not judged;
 - ``time_us``: the instant as printed (UTC µs), truncated to the printed precision, where the layout
   prints a time;
 - ``level`` (normalized), ``logger``: where the layout prints them;
@@ -27,7 +30,6 @@ import json
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +42,7 @@ class Expected:
     lines: list[int]  # byte offsets of the record's lines in the file
     kind: str  # log, print, warning, traceback, line (a loose write), foreign
     text: str
-    after: int | None = None  # the next line of the same writer: a record must start there
+    header: bool = False  # the layout prints a time, level or logger in front: the record's start shows
     time_us: int | None = None
     level: str | None = None
     logger: str | None = None
@@ -179,7 +181,8 @@ def _align_group(entry: Entry, path: str, group: dict[str, Any], lines: list[tup
         rank = file_rank if file_rank is not None else (identity.get("rank") if record.get("rank_shown") else None)
         facts = {"time_us": printed_time_us(record),
                  "level": normalized_level(record.get("levelno")) if record.get("level_shown") else None,
-                 "logger": record.get("logger") if record.get("logger_shown") else None, "rank": rank}
+                 "logger": record.get("logger") if record.get("logger_shown") else None, "rank": rank,
+                 "header": any(record.get(k) for k in ("time_shown", "level_shown", "logger_shown"))}
         if record["kind"] in ("print", "line"):  # a reader cannot tell one print of two lines from two prints
             for k in range(first, last):
                 found.append(Expected(path, [lines[k][0]], record["kind"], lines[k][1].decode(errors="replace"), **facts))
@@ -187,8 +190,6 @@ def _align_group(entry: Entry, path: str, group: dict[str, Any], lines: list[tup
             found.append(Expected(path, [lines[k][0] for k in range(first, last)], record["kind"],
                                   record["text"], **facts))
         i = last
-    for before, nxt in pairwise(found):
-        before.after = nxt.lines[0]
     entry.expected.extend(found)
     for key, queue in queues if not group.get("forwarded") else ():  # a forwarding launcher may drop lines
         entry.unaligned.extend(f"{path}: {key}: {r['text'][:80]!r}" for r in queue)
