@@ -67,7 +67,7 @@ def _run(job: TorchrunJob, out: Path, hosts: Path) -> list[int]:
     codes = []
     for proc, console in procs:
         try:
-            codes.append(proc.wait(timeout=(job.outer_timeout or 120) + 60))
+            codes.append(proc.wait(timeout=(job.outer_timeout or 300) + 60))  # loaded cores: restarts take minutes
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, 9)
