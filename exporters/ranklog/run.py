@@ -87,6 +87,8 @@ class RunMetrics:
         signature = self._signatures.match(record.msg if record.exc is None else f"{record.msg}\n{record.exc}")
         if signature is not None:
             m.failure_signatures.labels(signature=signature.name, **self._labels).inc()
+            m.failure_signature_last_timestamp_seconds.labels(signature=signature.name, **self._labels).set(
+                record.ts_ns / 1e9)
 
     def close(self) -> None:
         if self._server is not None:

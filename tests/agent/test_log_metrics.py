@@ -145,3 +145,21 @@ def test_batches_waiting_together_are_summarized_once_with_the_metrics_of_one_by
     assert calls == [5, 3]
     assert _samples(grouped) == _samples(one_by_one)
     assert _get(grouped, "ranklog_failure_signatures_total", signature="nccl_error", training_job="j", rank="3") == 3
+
+
+def test_a_signatures_event_time_is_a_gauge_and_each_match_is_offered_as_a_suspect() -> None:
+    """ranklog_failure_signature_last_timestamp_seconds keeps the newest match's event time (an alert
+    on it needs no history); every match reaches the suspect hook with its time."""
+    metrics = create("agent")
+    seen = []
+    observer = BatchObserver(metrics, LabelBudget(metrics.metric_label_overflow), [],
+                             lambda *args: seen.append(args))
+    observer.observe(_batch([{"msg": "ok", "rank": 0, "job": "j"}, {"msg": CUDA_OOM, "rank": 3, "job": "j"},
+                             {"msg": CUDA_OOM, "rank": 3, "job": "j"}]))
+    assert _get(metrics, "ranklog_failure_signature_last_timestamp_seconds", signature="cuda_oom",
+                training_job="j", rank="3") == 1_796_212_802
+    assert seen == [("cuda_oom", "j", 3, 1_796_212_801 * 10**9), ("cuda_oom", "j", 3, 1_796_212_802 * 10**9)]
+    older = _batch([{"msg": CUDA_OOM, "rank": 3, "job": "j"}])
+    observer.observe(older.set_column(0, "ts", pa.array([0], pa.timestamp("ns", tz="UTC"))))
+    assert _get(metrics, "ranklog_failure_signature_last_timestamp_seconds", signature="cuda_oom",
+                training_job="j", rank="3") == 1_796_212_802  # re-read old lines never move it back

@@ -194,6 +194,12 @@ class AgentConfig:
     training_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TRAINING_METRICS),
                                         metadata={"help": "allow-listed training metric names"})
     shutdown_timeout: float = field(default=10.0, metadata={"unit": "duration", "help": "ship what is read on exit for up to"})
+    suspect_push: bool = field(default=True, metadata={
+        "help": "push each job's failure lines to an archive's /v1/alerts at once (the verdict without a scrape)"})
+    suspect_url: str = field(default="", metadata={
+        "help": "the archive that sends verdicts (default: the first --archive URL; the one Alertmanager calls)"})
+    suspect_interval: float = field(default=10.0, metadata={
+        "unit": "duration", "help": "at most one suspect per job this often (the archive re-triages on each)"})
     log_level: str = log_level_field("agent")
     log_format: str = log_format_field("agent")
 
@@ -203,6 +209,10 @@ class AgentConfig:
         for url in self.archive:
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"archive: {url!r} is not an http(s) URL")
+        if self.suspect_url and not self.suspect_url.startswith(("http://", "https://")):
+            raise ValueError(f"suspect_url: {self.suspect_url!r} is not an http(s) URL")
+        if self.suspect_interval < 0:
+            raise ValueError("suspect_interval: must not be negative")
         if not self.token_file:
             raise ValueError("token_file: required")
         for name in self.preset:

@@ -15,7 +15,9 @@ Records are counted when read, not when acknowledged: after a crash the unacknow
 delay. Labels go through :class:`ranklog.metrics.LabelBudget`; a missing job or rank is the empty
 label value. ``ranklog_last_record_timestamp_seconds`` and ``ranklog_training_step`` never move
 backwards because of re-read data: the timestamp keeps the maximum, the step the value of the newest
-record (by event time).
+record (by event time). ``ranklog_failure_signature_last_timestamp_seconds`` keeps the maximum too: it
+is the event time of a signature's newest record, so an alert on it fires on the first scrape that
+sees a failure (a counter born by its first event needs history to tell "born" from "restarted").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +64,7 @@ class BatchSummary:
 
     records: list[tuple[str, Any, Any, int, int | None]] = field(default_factory=list)  # level, job, rank, count, newest ts_ns
     steps: list[tuple[Any, Any, int, int]] = field(default_factory=list)  # job, rank, last step, newest ts_ns
-    signatures: list[tuple[str, Any, Any]] = field(default_factory=list)  # signature name, job, rank (one per record)
+    signatures: list[tuple[str, Any, Any, int]] = field(default_factory=list)  # signature, job, rank, ts_ns (per record)
     training: list[tuple[Any, Any, str, float]] = field(default_factory=list)  # job, rank, metric name, value
 
 
@@ -130,11 +133,12 @@ class BatchSummarizer:
         candidates = table.filter(mask)
         if candidates.num_rows == 0:
             return
-        rows = candidates.select(["msg", "exc", "job", "rank"]).to_pydict()
-        for msg, exc, job, rank in zip(rows["msg"], rows["exc"], rows["job"], rows["rank"], strict=True):
+        rows = candidates.select(["msg", "exc", "job", "rank", "ts_ns"]).to_pydict()
+        for msg, exc, job, rank, ts in zip(rows["msg"], rows["exc"], rows["job"], rows["rank"], rows["ts_ns"],
+                                           strict=True):
             found = signatures.match(f"{msg or ''}\n{exc or ''}")
             if found is not None:
-                out.signatures.append((found.name, job, rank))
+                out.signatures.append((found.name, job, rank, ts or 0))
 
     def _training_metrics(self, table, out: BatchSummary) -> None:
         pc = self._pc
@@ -172,12 +176,15 @@ class BatchSummarizer:
 class BatchObserver:
     """Updates the metrics from batches (summarized here) or from summaries (made by a parse worker)."""
 
-    def __init__(self, metrics, budget: LabelBudget, training_metrics: list[str]) -> None:
+    def __init__(self, metrics, budget: LabelBudget, training_metrics: list[str],
+                 on_signature: Callable[[str, Any, Any, int], None] | None = None) -> None:
         self.m = metrics
         self.budget = budget
         self.summarizer = BatchSummarizer(training_metrics)
+        self.on_signature = on_signature  # (signature, job, rank, ts_ns) of each matching record (the suspect push)
         self._last_ts: dict[tuple[str, str], float] = {}
         self._step_ts: dict[tuple[str, str], int] = {}
+        self._signature_ts: dict[tuple[str, str, str], float] = {}
 
     def observe(self, batches) -> None:
         """Update the metrics from a batch or a list of batches in file order (see summarize)."""
@@ -205,9 +212,16 @@ class BatchObserver:
             if ts_ns >= self._step_ts.get(key, -1):
                 self._step_ts[key] = ts_ns
                 m.training_step.labels(training_job=key[0], rank=key[1]).set(step)
-        for name, job, rank in summary.signatures:
+        for name, job, rank, ts_ns in summary.signatures:
             job_label, rank_label = self._labels(job, rank)
             m.failure_signatures.labels(signature=name, training_job=job_label, rank=rank_label).inc()
+            seconds, key = ts_ns / 1e9, (name, job_label, rank_label)
+            if seconds > self._signature_ts.get(key, -math.inf):
+                self._signature_ts[key] = seconds
+                m.failure_signature_last_timestamp_seconds.labels(
+                    signature=name, training_job=job_label, rank=rank_label).set(seconds)
+            if self.on_signature is not None:
+                self.on_signature(name, job, rank, ts_ns)
         for job, rank, name, value in summary.training:
             job_label, rank_label = self._labels(job, rank)
             m.training_metric.labels(training_job=job_label, rank=rank_label, name=self.budget("name", name)).set(value)

@@ -34,6 +34,7 @@ from .metrics_thread import ObserverThread
 from .parse_pool import Parsed, ParsePool, WorkerDied
 from .presets import all_sources
 from .ship import Shipper
+from .suspects import SuspectPusher
 from .tracked_file import TrackedFile
 
 log = logging.getLogger("ranklog.agent")
@@ -50,7 +51,9 @@ class Agent:
         self.metrics = create("agent", registry)
         self.budget = InflightBudget(cfg.max_unacked_bytes, self.metrics.agent_reading_paused)
         labels = LabelBudget(self.metrics.metric_label_overflow, cfg.max_jobs, cfg.max_ranks, cfg.max_metric_names)
-        self.observer = ObserverThread(BatchObserver(self.metrics, labels, cfg.training_metrics))
+        self.suspects = SuspectPusher(cfg, self.metrics) if cfg.suspect_push else None
+        self.observer = ObserverThread(BatchObserver(self.metrics, labels, cfg.training_metrics,
+                                                     self.suspects.offer if self.suspects else None))
         # acknowledged chunks (from the senders) and parse workers' answers, for the main thread
         self._events: queue.SimpleQueue[list[Chunk] | Parsed | WorkerDied | str] = queue.SimpleQueue()
         self.shipper = Shipper(cfg, self.metrics, self._events.put, arrow_schema())
@@ -71,6 +74,8 @@ class Agent:
         self.discovery.scan_once()
         self.discovery.start()
         self.observer.start()
+        if self.suspects is not None:
+            self.suspects.start()
         self.shipper.start()
         if cfg.parse_workers > 1:
             self.pool = ParsePool(cfg.parse_workers, self.metrics, self._events.put, cfg.compression,
@@ -248,6 +253,8 @@ class Agent:
             self._wait_for_event(0.1)
         self._drain_events()
         self.observer.stop()
+        if self.suspects is not None:
+            self.suspects.stop()
         if self.budget.inflight > 0:
             log.warning("stopping with %d bytes not yet acknowledged; they will be read again at the next start",
                         self.budget.inflight)

@@ -159,6 +159,16 @@ def assemble(schema, messages: list[bytes]) -> bytes:
     return b"".join([schema.serialize().to_pybytes(), *messages, _EOS])
 
 
+def http_client(cfg, timeout: float, connections: int):
+    """An httpx client for the archive, verifying its certificate as the agent's config says."""
+    import httpx
+
+    verify: object = cfg.tls_verify
+    if cfg.tls_verify and cfg.tls_ca:
+        verify = ssl.create_default_context(cafile=cfg.tls_ca)
+    return httpx.Client(timeout=timeout, verify=verify, limits=httpx.Limits(max_connections=connections))
+
+
 class Shipper:
     def __init__(self, cfg, metrics, on_ack: Callable[[list[Chunk]], None], schema) -> None:
         self._cfg = cfg
@@ -244,13 +254,7 @@ class Shipper:
             thread.join(max(0.0, deadline - time.monotonic()))
 
     def _client(self):
-        import httpx
-
-        verify: object = self._cfg.tls_verify
-        if self._cfg.tls_verify and self._cfg.tls_ca:
-            verify = ssl.create_default_context(cafile=self._cfg.tls_ca)
-        return httpx.Client(timeout=self._cfg.request_timeout, verify=verify,
-                            limits=httpx.Limits(max_connections=len(self.endpoints.items) * 2))
+        return http_client(self._cfg, self._cfg.request_timeout, len(self.endpoints.items) * 2)
 
     def _run(self) -> None:
         with self._client() as client:
