@@ -19,6 +19,7 @@ from typing import ClassVar
 from ..config_loader import log_format_field, log_level_field
 from ..record import LEVELS, normalize_level
 from ..units import parse_duration
+from .verdicts.config import VerdictConfig
 
 _ARCHIVE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._]*(?:-[A-Za-z0-9._]+)*$")
 
@@ -136,6 +137,7 @@ class ArchiveConfig:
         "unit": "duration", "help": "an hour is compacted this long after it ends"})
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     s3: S3Config = field(default_factory=S3Config)
+    verdict: VerdictConfig = field(default_factory=VerdictConfig)  # /v1/alerts → triage → receivers (.verdicts)
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (enables HTTPS with tls_key)"})
     tls_key: str = field(default="", metadata={"help": "PEM private key"})
     log_level: str = log_level_field("archive")

@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import __version__
 from ..record import FIELDS, REQUIRED
+from .verdicts.routes import openapi_paths
 
 _ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
 
@@ -93,5 +94,6 @@ def openapi_document() -> dict[str, Any]:
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
                 "200": {"description": "text exposition format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}},
+            **openapi_paths(),
         },
     }

@@ -197,6 +197,18 @@ class Pipeline:
                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__, self.config.flush_interval)
                 self._stop.wait(self.config.flush_interval)
 
+    def wait_visible(self, seq: int, timeout: float) -> bool:
+        """Block until the records of WAL entries up to `seq` are readable in Parquet, asking the flush
+        thread to run now (a verdict must not wait for the next flush interval); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.flushed_seq < seq and self._thread is not None and self.failure is None:
+            if time.monotonic() >= deadline:
+                return False
+            self._wake.set()
+            time.sleep(0.01)
+        with self._flush_lock:  # a flush under way makes its files visible before releasing it
+            return self.flushed_seq >= seq and self._unapplied is None
+
     def flush(self) -> int:
         """Write everything pending to Parquet; returns the number of rows written."""
         with self._flush_lock:

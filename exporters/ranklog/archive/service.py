@@ -28,6 +28,7 @@ from .leases import lease_store
 from .maintenance import Maintenance
 from .pipeline import Pipeline
 from .storage import Clock, DiskProbe, Storage
+from .verdicts.routes import attach as attach_verdicts
 
 log = logging.getLogger("ranklog.archive")
 
@@ -86,8 +87,10 @@ def run(config: ArchiveConfig) -> int:
     def count_refusal(reason: str) -> None:
         metrics.archive_rejected_requests.labels(reason=reason).inc()
 
+    app = create_app(state)
+    verdicts = attach_verdicts(app, config, pipeline, state_dir, metrics)
     server = uvicorn.Server(uvicorn.Config(
-        create_app(state), host=host, port=port, log_config=None, access_log=False, loop="uvloop",
+        app, host=host, port=port, log_config=None, access_log=False, loop="uvloop",
         http=guarded_protocol(config.header_timeout, config.max_header_size, count_refusal), lifespan="off", timeout_graceful_shutdown=10, server_header=False,
         ssl_certfile=config.tls_cert or None, ssl_keyfile=config.tls_key or None,
     ))
@@ -100,6 +103,7 @@ def run(config: ArchiveConfig) -> int:
         server.run()
     finally:
         recovery.join()
+        verdicts.stop()
         maintenance.stop()
         if state.ready:
             pipeline.close()

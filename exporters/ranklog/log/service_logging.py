@@ -24,3 +24,6 @@ def configure(level: str, fmt: str = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # httpx logs every request with its full URL at INFO: a line per request is noise, and some URLs
+    # are secrets (a Slack webhook's path is its credential).
+    logging.getLogger("httpx").setLevel(logging.WARNING)

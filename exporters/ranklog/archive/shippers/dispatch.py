@@ -6,7 +6,8 @@ WAL content-type codes (a byte in each WAL entry; replay decodes with the same c
 ``/v1/ingest`` takes Arrow, NDJSON (and Fluent Bit's ``json_lines``), JSON arrays (Vector, Fluent Bit
 ``json``) and msgpack (Fluent Bit); ``/v1/logs`` OTLP protobuf or JSON; ``/loki/api/v1/push`` Loki
 protobuf (snappy) or JSON. An OTLP or Loki body on ``/v1/ingest``, a Loki body on ``/v1/logs``, etc.
-is refused before anything reaches the WAL: nothing of it is stored.
+is refused before anything reaches the WAL: nothing of it is stored; so is an Alertmanager webhook
+notification on any of them (its endpoint is ``/v1/alerts``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...alert_notifications import ALERTS_PATH
 from ..ingest import CONTENT_TYPES, NDJSON, IngestError, decompress
 from ..ingest import decode as decode_native
 from . import generic, loki_push, otlp
@@ -25,9 +27,11 @@ SHIPPER_CODES = frozenset({JSON_ARRAY, MSGPACK, OTLP_PROTOBUF, OTLP_JSON, LOKI_P
 PROTOBUF = "application/x-protobuf"
 MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
 _JSON_TYPES = ("application/json", "text/json")
-_SHAPE_ENDPOINT = {"otlp": OTLP_LOGS, "loki": LOKI_PUSH, "events": INGEST, "arrow": INGEST}
+_NOTIFICATION_KEYS = frozenset({"version", "groupKey", "status", "receiver", "alerts"})  # Alertmanager always sends them
+_SHAPE_ENDPOINT = {"otlp": OTLP_LOGS, "loki": LOKI_PUSH, "events": INGEST, "arrow": INGEST, "alertmanager": ALERTS_PATH}
 _SHAPE_NAME = {"otlp": "an OTLP/HTTP logs request", "loki": "a Loki push request",
-               "events": "a JSON array or NDJSON of log events", "arrow": "an Arrow IPC stream"}
+               "events": "a JSON array or NDJSON of log events", "arrow": "an Arrow IPC stream",
+               "alertmanager": "an Alertmanager webhook notification"}
 # (reason, source column, format column) of each shipper code's rows
 _ORIGIN = {JSON_ARRAY: ("json", "http:/v1/ingest", "json"), MSGPACK: ("msgpack", "http:/v1/ingest", "json"),
            OTLP_PROTOBUF: ("otlp", "otlp:/v1/logs", "otlp"), OTLP_JSON: ("otlp", "otlp:/v1/logs", "otlp"),
@@ -87,6 +91,9 @@ def json_shape(data: bytes) -> str | None:
         return "otlp"
     if isinstance(first, dict) and isinstance(first.get("streams"), list):
         return "loki"
+    if isinstance(first, dict) and isinstance(first.get("alerts"), list) and first.keys() >= _NOTIFICATION_KEYS \
+            and "msg" not in first:
+        return "alertmanager"
     return "events"
 
 
@@ -106,7 +113,7 @@ def check_ingest_json(data: bytes) -> str | None:
     """For ``/v1/ingest``'s JSON media types: 'array' for a JSON array (decoded here), None for NDJSON
     (ingest.py's); 400 naming the endpoint for an OTLP or Loki body."""
     shape = json_shape(data)
-    if shape in ("otlp", "loki"):
+    if shape in ("otlp", "loki", "alertmanager"):
         raise wrong_endpoint(shape, INGEST)
     return "array" if data.lstrip()[:1] == b"[" else None
 
@@ -122,7 +129,7 @@ def decode(code: int, stored: bytes, encoding: int, received_ns: int, limit: int
     data = decompress(body, encoding, limit)
     if code == JSON_ARRAY:
         shape = json_shape(data)
-        if shape in ("otlp", "loki"):
+        if shape in ("otlp", "loki", "alertmanager"):
             raise wrong_endpoint(shape, INGEST)
         if data.lstrip()[:1] == b"[":
             found = generic.json_array(data)
