@@ -74,8 +74,10 @@ def _error_burst(t: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return fire, quiet
 
 
-def _signature(alert: str, names: tuple[str, ...]) -> tuple[list[Scenario], list[Scenario]]:
-    sigs = "ranklog_failure_signatures_total"
+def _signature(alert: str, names: tuple[str, ...], fresh: bool) -> tuple[list[Scenario], list[Scenario]]:
+    """Fires for a new match, not for an old one; with `fresh` (one alert: they share one expression
+    builder) also for a match read by an agent Prometheus has no history of, by its event time."""
+    sigs, last = "ranklog_failure_signatures_total", "ranklog_failure_signature_last_timestamp_seconds"
     other = "python_exception" if "python_exception" not in names else "cuda_oom"
     fire = [Scenario(f"{names[0]} appears on one rank", {
         **_up(node=NODE2), _rank(sigs, "5", NODE2, signature=names[0]): "_x20 1x10",
@@ -83,7 +85,18 @@ def _signature(alert: str, names: tuple[str, ...]) -> tuple[list[Scenario], list
     }, "22m", [{**_per_rank(NODE2, "5"), "signature": names[0]}])]
     quiet = [Scenario(f"an old {names[0]} match (long ago) and other signatures do not fire", {
         **_up(), _rank(sigs, "5", signature=names[0]): "1x40", _rank(sigs, "2", signature=other): "0+1x40",
+        _rank(last, "5", signature=names[0]): "60x40",
     }, "30m")]
+    if fresh:
+        fire.append(Scenario(f"{names[0]} read by an agent scraped for 5 minutes only (no history): its event time "
+                             "is recent", {
+                                 **_up("1x10", NODE2), _rank(sigs, "5", NODE2, signature=names[0]): "_x5 1x5",
+                                 _rank(last, "5", NODE2, signature=names[0]): "_x5 290x5",
+                             }, "8m", [{**_per_rank(NODE2, "5"), "signature": names[0]}]))
+        quiet.append(Scenario(f"a fresh agent reads a {names[0]} line written an hour before", {
+            **_up("1x10"), _rank(sigs, "5", signature=names[0]): "_x5 1x5",
+            _rank(last, "5", signature=names[0]): "_x5 -3000x5",
+        }, "8m"))
     return fire, quiet
 
 
@@ -195,6 +208,28 @@ def _parse_worker_restarted(_: Thresholds) -> tuple[list[Scenario], list[Scenari
         ("no worker ever died", "a worker died an hour ago, none since"))
 
 
+def _archive_counter_moved(series: str, labels: dict[str, str], fires: str, quiet: str) -> tuple[list[Scenario],
+                                                                                                 list[Scenario]]:
+    """An archive counter that must not move: fires when it moves, quiet when it moved an hour ago."""
+    up = _up("1x100", ARCHIVE, ARCHIVE_JOB)
+    alert = {"instance": ARCHIVE, "job": ARCHIVE_JOB, **labels}
+    return ([Scenario(fires, {**up, series: "0x10 1x20"}, "15m", [alert])],
+            [Scenario(quiet, {**up, series: "0x10 1x90"}, "95m")])
+
+
+def _verdict_delivery(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    receiver = {"receiver": "slack1"}
+    return _archive_counter_moved(
+        f"ranklog_archive_verdict_delivery_failures_total{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, **receiver)}}}",
+        receiver, "Slack answered 404 to a verdict (a revoked webhook URL)", "one failed delivery an hour ago")
+
+
+def _triage_failing(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    return _archive_counter_moved(
+        f'ranklog_archive_triage_runs_total{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, status="error")}}}', {},
+        "a triage for an alerted job raised", "a triage failed an hour ago, none since")
+
+
 def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     rejected = "ranklog_archive_rejected_requests_total"
     unauthorized = f'{rejected}{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, reason="unauthorized")}}}'
@@ -239,11 +274,12 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
         "RanklogAgentUnexpectedDuplicates": _unexpected_duplicates,
         "RanklogAgentParseWorkerRestarted": _parse_worker_restarted,
         "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,
-        "RanklogRetentionNotRunning": _retention,
+        "RanklogRetentionNotRunning": _retention, "RanklogVerdictDeliveryFailing": _verdict_delivery,
+        "RanklogTriageFailing": _triage_failing,
     }
     out = {name: builder(t) for name, builder in builders.items()}
-    for sig in SIGNATURE_ALERTS:
-        out[sig.alert] = _signature(sig.alert, sig.signatures)
+    for index, sig in enumerate(SIGNATURE_ALERTS):
+        out[sig.alert] = _signature(sig.alert, sig.signatures, fresh=index == 0)
     return out
 
 

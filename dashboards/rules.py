@@ -41,6 +41,8 @@ from dashboards import AGENT_JOB, ARCHIVE_JOB, ERROR_LEVELS, GENERATED_DIR, THRO
 RULES_FILE = GENERATED_DIR / "ranklog.rules.yml"
 RUNBOOK_URL = "https://github.com/ranklog/ranklog/blob/main/dashboards/RUNBOOK.md"
 SIZE_FIELDS = ("backlog_min_bytes", "disk_free_min_bytes")
+FAILURE_GROUP = "ranklog-failures.rules"
+OPTIONAL_DURATIONS = ("signature_eval_interval",)  # "" means Prometheus' own default
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class Thresholds:
     error_burst_for: str = "1m"
     signature_window: str = "15m"  # a signature alert stays firing this long after the last match
     signature_for: str = "0s"
+    # How often the failure alerts' rule group is evaluated; "" = Prometheus' evaluation_interval.
+    # With a 15 s scrape and evaluation, 5s cuts up to 10 s from the page (docs/verdict.md measures it).
+    signature_eval_interval: str = ""
     silent_after: str = "5m"  # a rank with no record for this long …
     others_fresh_within: str = "2m"  # … while another rank of its job logged within this
     silent_for: str = "2m"
@@ -75,6 +80,7 @@ class Thresholds:
     lost_records_window: str = "30m"  # an agent gave up on a record within this window: alert at once
     unexpected_duplicates_window: str = "30m"  # an archive claimed records the agent never sent: alert at once
     parse_worker_restarts_window: str = "30m"  # a parse worker of an agent died within this window: alert at once
+    verdict_failures_window: str = "30m"  # a verdict not delivered / a triage failed within this window: alert at once
     rejected_requests: int = 0  # more than this many refused requests within the window
     rejected_window: str = "10m"
     rejected_for: str = "2m"
@@ -103,7 +109,7 @@ class FailureSignatureAlert:
     severity: str = "critical"
 
 
-SIGNATURE_ALERTS: tuple[FailureSignatureAlert, ...] = (
+_NAMED_SIGNATURE_ALERTS: tuple[FailureSignatureAlert, ...] = (
     FailureSignatureAlert("RanklogCudaOutOfMemory", ("cuda_oom",), "CUDA out of memory"),
     FailureSignatureAlert("RanklogCudaError", ("cuda_error",), "a CUDA error"),
     FailureSignatureAlert("RanklogNcclTimeout", ("nccl_timeout",), "an NCCL/collective timeout"),
@@ -113,6 +119,26 @@ SIGNATURE_ALERTS: tuple[FailureSignatureAlert, ...] = (
     FailureSignatureAlert("RanklogNonFiniteValues", ("nonfinite_grad", "nan_loss"),
                           "a non-finite loss or gradient", "warning"),
 )
+
+
+def _every_other_signature(named: tuple[FailureSignatureAlert, ...]) -> tuple[FailureSignatureAlert, ...]:
+    """Two alerts for the signatures no named alert watches, so every failure line pages (and gets a
+    verdict): causes (an uncaught exception, a SIGKILL, …) and consequences (a lost peer, a gloo
+    timeout, a launcher reporting its child's failure, …). Taken from ranklog.signatures, so a new
+    signature is watched the day it is added."""
+    from ranklog.signatures import SIGNATURES
+
+    covered = {name for alert in named for name in alert.signatures}
+    causes = tuple(s.name for s in SIGNATURES if s.name not in covered and not s.consequence)
+    consequences = tuple(s.name for s in SIGNATURES if s.name not in covered and s.consequence)
+    return (FailureSignatureAlert("RanklogRankFailed", causes, "a failure (an uncaught exception, a kill, …)"),
+            FailureSignatureAlert("RanklogFailureConsequence", consequences,
+                                  "the consequence of a failure elsewhere (a lost peer, a collective timeout, …)",
+                                  "warning"))
+
+
+SIGNATURE_ALERTS: tuple[FailureSignatureAlert, ...] = (
+    *_NAMED_SIGNATURE_ALERTS, *_every_other_signature(_NAMED_SIGNATURE_ALERTS))
 
 
 @dataclass(frozen=True)
@@ -172,17 +198,24 @@ def _records(t: Thresholds) -> list[Record]:
 
 
 def _signature_alerts(t: Thresholds) -> list[Alert]:
+    """One alert per signature group: the counter grew (or was born) within the window, or — with no
+    history needed, so on the first scrape of a fresh agent or Prometheus — the newest matching record
+    is younger than the window."""
     out = []
+    by = "instance, training_job, rank, signature"
     for sig in SIGNATURE_ALERTS:
-        selector = f'ranklog_failure_signatures_total{{signature=~"{"|".join(sig.signatures)}"}}'
+        names = f'signature=~"{"|".join(sig.signatures)}"'
+        selector = f"ranklog_failure_signatures_total{{{names}}}"
+        recent = (f"min by ({by}) (time() - ranklog_failure_signature_last_timestamp_seconds{{{names}}})"
+                  f" < {t.seconds('signature_window'):g}")
         out.append(Alert(
             sig.alert,
-            f"sum by (instance, training_job, rank, signature) ({new_or_increase(selector, t.signature_window)}) > 0",
+            f"sum by ({by}) ({new_or_increase(selector, t.signature_window)}) > 0 or {recent}",
             t.signature_for, sig.severity, "training",
             f"{sig.what[0].upper()}{sig.what[1:]} on rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}}",
             f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node {{{{ $labels.instance }}}} logged "
             f"{sig.what} (signature {{{{ $labels.signature }}}}) within the last {t.signature_window}.",
-            "ranklog-failures.rules"))
+            FAILURE_GROUP))
     return out
 
 
@@ -235,6 +268,8 @@ def _training_alerts(t: Thresholds) -> list[Alert]:
 def _pipeline_alerts(t: Thresholds) -> list[Alert]:
     agent, archive = f'job="{AGENT_JOB}"', f'job="{ARCHIVE_JOB}"'
     rejected = f"ranklog_archive_rejected_requests_total{{{archive}}}"
+    undelivered = f"ranklog_archive_verdict_delivery_failures_total{{{archive}}}"
+    triage_errors = f'ranklog_archive_triage_runs_total{{{archive}, status="error"}}'
     return [
         Alert("RanklogAgentDown", f"up{{{agent}}} == 0", t.agent_down_for, "critical", "agent",
               "ranklog agent on {{ $labels.instance }} is down",
@@ -286,6 +321,20 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"replacement, so no record was lost or duplicated. A worker that keeps dying stops the agent "
               f"(RanklogAgentDown follows). The agent's log has the worker's traceback or exit status.",
               "ranklog-agent.rules"),
+        Alert("RanklogVerdictDeliveryFailing",
+              f"sum by (instance, job, receiver) ({new_or_increase(undelivered, t.verdict_failures_window)}) > 0",
+              "0m", "warning", "archive",
+              "Archive {{ $labels.instance }} cannot deliver verdicts to {{ $labels.receiver }}",
+              f"Within {t.verdict_failures_window} the ranklog archive {{{{ $labels.instance }}}} failed to deliver a "
+              f"verdict to its receiver {{{{ $labels.receiver }}}} (refused or no answer); it retries every 30 s while "
+              f"the incident is open. The archive's log names the incident and the answer.", "ranklog-archive.rules"),
+        Alert("RanklogTriageFailing",
+              f"sum by (instance, job) ({new_or_increase(triage_errors, t.verdict_failures_window)}) > 0",
+              "0m", "warning", "archive",
+              "Archive {{ $labels.instance }} failed to triage an alerted job",
+              f"Within {t.verdict_failures_window} the ranklog archive {{{{ $labels.instance }}}} could not triage a "
+              f"training job an alert or a suspect named, so no verdict was sent for it. The archive's log has the "
+              f"error; `ranklog triage` by hand gives the verdict meanwhile.", "ranklog-archive.rules"),
         Alert("RanklogArchiveDown", f"up{{{archive}}} == 0", t.archive_down_for, "critical", "archive",
               "ranklog archive {{ $labels.instance }} is down",
               "Prometheus cannot scrape the ranklog archive {{ $labels.instance }}: agents buffer in their "
@@ -351,7 +400,9 @@ def rule_groups(t: Thresholds | None = None) -> dict[str, Any]:
         rule["labels"] = alert.labels()
         rule["annotations"] = annotations(alert, t)
         groups.setdefault(alert.group, []).append(rule)
-    return {"groups": [{"name": name, "rules": rules} for name, rules in groups.items()]}
+    intervals = {FAILURE_GROUP: t.signature_eval_interval} if t.signature_eval_interval else {}
+    return {"groups": [{"name": name, **({"interval": intervals[name]} if name in intervals else {}), "rules": rules}
+                       for name, rules in groups.items()]}
 
 
 def render(t: Thresholds | None = None) -> str:
@@ -378,7 +429,7 @@ def thresholds_from(overrides: dict[str, Any]) -> Thresholds:
             if name in SIZE_FIELDS:
                 values[name] = parse_size(raw)
             elif isinstance(default, bool) or not isinstance(default, (int, float)):
-                if name != "runbook_url":
+                if name != "runbook_url" and not (name in OPTIONAL_DURATIONS and str(raw) == ""):
                     parse_duration(str(raw))  # validate; Prometheus gets the text as written
                 values[name] = str(raw)
             else:
