@@ -13,6 +13,7 @@ import re
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import pytest
@@ -62,6 +63,76 @@ def test_amtool_routes_ranklog_alerts_to_the_receiver(config_file) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "oncall"
+
+
+VERDICT = {**RECEIVERS, "alertmanager_ranklog_verdict_url": "http://archive1:8470/v1/alerts",
+           "alertmanager_ranklog_verdict_token": "readers-token-0123456789"}
+
+
+@pytest.fixture(scope="module")
+def verdict_configs(tmp_path_factory, tool_env) -> dict[str, Path]:
+    """The role's file with the verdict route: by default (continue), as the only page, and beside a
+    route of the operator's own."""
+    variants = {
+        "default": VERDICT,
+        "verdict-only": {**VERDICT, "alertmanager_ranklog_verdict_continue": False},
+        "own-routes": {**VERDICT, "alertmanager_receivers": RECEIVERS["alertmanager_receivers"] + [
+            {"name": "infra", "webhook_configs": [{"url": "http://127.0.0.1:9/infra"}]}],
+            "alertmanager_route": {"receiver": "oncall", "group_by": ["alertname"], "routes": [
+                {"receiver": "infra", "matchers": ['team="infra"']}]}},
+    }
+    out = {}
+    for name, extra in variants.items():
+        workdir = tmp_path_factory.mktemp(f"alertmanager-{name}")
+        render_role_template("alertmanager", "alertmanager.yml.j2", workdir / "alertmanager.yml", extra, tool_env)
+        out[name] = workdir / "alertmanager.yml"
+    return out
+
+
+def test_the_verdict_route_takes_every_root_cause_and_consequence() -> None:
+    """alertmanager_ranklog_verdict_alerts = the inhibit rule's sources ∪ targets (kept in sync)."""
+    defaults = yaml.safe_load((REPO / "roles" / "alertmanager" / "defaults" / "main.yml").read_text())
+    rule = defaults["alertmanager_ranklog_inhibit_rules"][0]
+    named = set()
+    for matcher in rule["source_matchers"] + rule["target_matchers"]:
+        named |= set(re.fullmatch(r'alertname=~"([^"]+)"', matcher).group(1).split("|"))
+    assert set(defaults["alertmanager_ranklog_verdict_alerts"]) == named
+
+
+def test_the_verdict_receiver_carries_the_token_and_resolved_notifications(verdict_configs) -> None:
+    config = yaml.safe_load(verdict_configs["default"].read_text())
+    (receiver,) = [r for r in config["receivers"] if r["name"] == "ranklog-verdict"]
+    (hook,) = receiver["webhook_configs"]
+    assert hook == {"url": "http://archive1:8470/v1/alerts", "send_resolved": True, "http_config": {
+        "authorization": {"type": "Bearer", "credentials": "readers-token-0123456789"}}}
+    route = config["route"]["routes"][0]
+    assert (route["receiver"], route["group_by"], route["group_wait"], route["continue"]) == (
+        "ranklog-verdict", ["training_job"], "0s", True)
+    proc = subprocess.run(["amtool", "check-config", str(verdict_configs["default"])], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and "2 receivers" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("variant, labels, receivers", [
+    ("default", ["alertname=RanklogCudaOutOfMemory", "training_job=j", "rank=3"], "ranklog-verdict,oncall"),
+    ("default", ["alertname=RanklogRankFailed", "training_job=j", "rank=3"], "ranklog-verdict,oncall"),
+    ("default", ["alertname=RanklogFailureConsequence", "training_job=j", "rank=0"], "ranklog-verdict,oncall"),
+    ("default", ["alertname=RanklogRankSilent", "training_job=j", "rank=2"], "ranklog-verdict,oncall"),
+    ("default", ["alertname=RanklogErrorBurst", "training_job=j", "rank=3"], "oncall"),
+    ("default", ["alertname=RanklogArchiveDown", "instance=archive1:8470"], "oncall"),
+    ("verdict-only", ["alertname=RanklogCudaOutOfMemory", "training_job=j", "rank=3"], "ranklog-verdict"),
+    ("verdict-only", ["alertname=RanklogAgentDown", "instance=node1:9465"], "oncall"),
+    ("own-routes", ["alertname=RanklogNcclTimeout", "training_job=j", "team=infra"], "ranklog-verdict,infra"),
+    ("own-routes", ["alertname=RanklogNcclTimeout", "training_job=j"], "ranklog-verdict,oncall"),
+    ("own-routes", ["alertname=RanklogArchiveDown", "team=infra"], "infra"),
+])
+def test_amtool_routes_the_verdict_alerts(verdict_configs, variant, labels, receivers) -> None:
+    """`amtool config routes test --verify.receivers`: the verdict comes in addition to (or instead
+    of) the page, and every other alert is routed as before."""
+    proc = subprocess.run(["amtool", "config", "routes", "test", f"--config.file={verdict_configs[variant]}",
+                           f"--verify.receivers={receivers}", *labels], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == receivers
 
 
 def _alert(name: str, job: str, rank: int, instance: str = "node1:9465") -> dict:
