@@ -262,3 +262,19 @@ def test_without_receivers_alerts_are_taken_and_nothing_is_triaged(tmp_path, tok
         answer = post(archive, notification(alert("RanklogCudaOutOfMemory", 1)))
         assert answer.status_code == 202 and "no verdict.receivers" in answer.json()["note"]
         assert incidents(archive) == []
+
+
+def test_alerts_whose_records_name_no_job_join_the_jobs_incident(stack) -> None:
+    """torchrun's per-rank files carry no job id (its error.json does): the same failure alerts under
+    training_job="" and "job"; triage finds the job and the two become one incident, one page."""
+    receivers, archive, _, _ = stack
+    named = post(archive, notification(alert("RanklogFailureConsequence", 0, signature="collective_peer_lost")))
+    wait_until(lambda: receivers.annotations, 60, "the verdict at every receiver")
+    anonymous = post(archive, notification(alert("RanklogFailureConsequence", 2, job="", signature="collective_peer_lost")))
+    assert anonymous.json()["incidents"] != named.json()["incidents"]
+    wait_until(lambda: triaged(archive, 3), 30, "the job-less incident and the job's triaged")
+    listed = {i["id"]: i for i in incidents(archive)}
+    merged = listed[anonymous.json()["incidents"][0]]
+    assert merged["closed_because"].startswith("its records belong to job job")
+    assert [t["rank"] for t in listed[named.json()["incidents"][0]]["triggers"]] == ["0", "2"]
+    assert len(receivers.documents()) == 1 and len(receivers.annotations) == 1

@@ -11,6 +11,11 @@ The book is saved as JSON under ``<state_dir>/verdicts/incidents.json`` after ev
 replace), so a restarted archive neither pages again for an open incident nor forgets an
 annotation it must update. Closed incidents are kept for ``report_retention`` (the list at
 ``GET /v1/alerts``), then forgotten with their reports.
+
+Alerts whose records name no job (``training_job=""``: a launcher's per-rank files before their job
+is known) open an incident of job ``""``; its triage picks the job the records belong to, and the
+incident is adopted by that job (:meth:`IncidentBook.adopt`) before anything is sent, so one failure
+seen under both labels still pages once.
 """
 
 from __future__ import annotations
@@ -88,9 +93,9 @@ class IncidentBook:
             self.incidents[incident.id] = incident
 
     def save(self) -> None:
-        with self.lock:
+        with self.lock:  # one writer at a time: write_atomic's temp file has one name
             data = json.dumps({"incidents": [dataclasses.asdict(i) for i in self.incidents.values()]})
-        write_atomic(self.path, data.encode())
+            write_atomic(self.path, data.encode())
 
     def report_path(self, incident_id: str) -> str:
         return os.path.join(self.directory, "reports", f"{incident_id}.html")
@@ -114,6 +119,21 @@ class IncidentBook:
             incident.alerted = incident.alerted or alerted
             incident.triggers = [*incident.triggers, trigger][-TRIGGERS_KEPT:]
             return incident, opened
+
+    def adopt(self, incident: Incident, job: str) -> Incident:
+        """`incident` (opened by alerts naming no job) belongs to `job`, which triage found: it becomes
+        that job's incident, or joins the one the job already has (and closes). The job's incident."""
+        with self.lock:
+            owner = self.current(job)
+            if owner is None:
+                incident.job = job
+                return incident
+            owner.triggers = [*owner.triggers, *incident.triggers][-TRIGGERS_KEPT:]
+            owner.window_start_ns = min(owner.window_start_ns, incident.window_start_ns)
+            owner.last_trigger_ns = max(owner.last_trigger_ns, incident.last_trigger_ns)
+            owner.alerted = owner.alerted or incident.alerted
+            self.close(incident, f"its records belong to job {job}: merged into incident {owner.id}")
+            return owner
 
     def close(self, incident: Incident, because: str) -> None:
         with self.lock:

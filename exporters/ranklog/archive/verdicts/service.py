@@ -181,6 +181,14 @@ class VerdictService:
                       str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             return
         self.metrics.archive_triage_runs.labels(status=judgement.status).inc()
+        found = judgement.triage.job if judgement.triage is not None else None
+        if not job and found:
+            owner = self.book.adopt(incident, found)
+            if owner is not incident:  # the job already has an incident: that one is triaged and sent
+                self._schedule(found, 0.0)
+                self.book.save()
+                return
+            job = found
         wanted = judgement.status in SEND_STATUSES
         if wanted:
             report_seconds = report(judgement, self.book.report_path(incident.id))
