@@ -124,7 +124,7 @@ _SPECS: tuple[MetricSpec, ...] = (
                "archive"),
     MetricSpec("ranklog_archive_verdict_latency_seconds", "histogram",
                "Time from an incident's first trigger (alert or suspect) to its first verdict delivered.",
-               component="archive", buckets=_FLUSH_BUCKETS),
+               component="archive", buckets=(0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300)),
     MetricSpec("ranklog_archive_open_incidents", "gauge", "Training jobs with an open incident (a verdict kept up to date).",
                component="archive"),
     # Both.
