@@ -27,21 +27,28 @@ def variable_prefix(role: Path) -> str:
     return role.name
 
 
-@pytest.fixture(scope="session")
-def source_collections(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A collections path whose ranklog.stack is this working tree (a symlink, nothing copied)."""
-    root = tmp_path_factory.mktemp("collections")
+def link_collection(root: Path) -> Path:
+    """`root` made a collections path whose ranklog.stack is this working tree (a symlink, nothing copied)."""
     link = root / "ansible_collections" / GALAXY["namespace"] / GALAXY["name"]
     link.parent.mkdir(parents=True)
     link.symlink_to(REPO, target_is_directory=True)
     return root
 
 
-@pytest.fixture(scope="session")
-def tool_env(source_collections: Path) -> dict[str, str]:
+def ansible_env(collections: Path) -> dict[str, str]:
     """The environment Ansible's tools need: the venv's bin/ first on PATH (ansible-lint calls ansible)."""
     return {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}", "ANSIBLE_NOCOLOR": "1", "NO_COLOR": "1",
-            "ANSIBLE_COLLECTIONS_PATH": str(source_collections)}
+            "ANSIBLE_COLLECTIONS_PATH": str(collections)}
+
+
+@pytest.fixture(scope="session")
+def source_collections(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return link_collection(tmp_path_factory.mktemp("collections"))
+
+
+@pytest.fixture(scope="session")
+def tool_env(source_collections: Path) -> dict[str, str]:
+    return ansible_env(source_collections)
 
 
 def render_role_template(role: str, template: str, dest: Path, extra_vars: dict, env: dict[str, str]) -> str:
