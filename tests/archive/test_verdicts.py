@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import yaml
 
 from tests.helpers.agent_proc import Scrape, running_agent
 from tests.helpers.archive_proc import running_archive
+from tests.helpers.net import wait_until
 from tests.helpers.verdict_receivers import VerdictReceivers, running_receivers
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "torchrun_cuda_oom"
@@ -75,15 +75,6 @@ def archive_config(path: Path, receivers: VerdictReceivers, **verdict) -> Path:
                                                 "lookback": "3650d", **verdict}}))
     return path
 
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise TimeoutError(f"{what}: not within {timeout}s")
 
 
 def post(archive, body: dict | bytes, path: str = "/v1/alerts", **headers: str) -> httpx.Response:

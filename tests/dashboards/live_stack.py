@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import httpx
 import yaml
 
 from dashboards.provisioning import scrape_config
-from tests.helpers.net import free_port, wait_for_port
+from tests.helpers.net import free_port, serving, wait_for_port
 from tests.helpers.procs import spawn, stop
 
 
@@ -72,14 +72,8 @@ def running_webhook() -> Iterator[Webhook]:
         def log_message(self, *args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", hook.port), Handler)
-    thread = threading.Thread(target=server.serve_forever, name="webhook", daemon=True)
-    thread.start()
-    try:
+    with serving(Handler, hook.port, "webhook"):
         yield hook
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass
@@ -93,16 +87,19 @@ class Alertmanager:
 
 
 @contextmanager
-def running_alertmanager(workdir: Path, webhook_url: str) -> Iterator[Alertmanager]:
+def running_alertmanager(workdir: Path, webhook_url: str = "", config_file: Path | None = None) -> Iterator[Alertmanager]:
+    """prometheus-alertmanager on loopback with `config_file` (e.g. the alertmanager role's, rendered),
+    or one route to `webhook_url`."""
     workdir.mkdir(parents=True, exist_ok=True)
-    config = {
-        "route": {"receiver": "test", "group_by": ["alertname", "instance", "training_job", "rank"],
-                  "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
-        "receivers": [{"name": "test", "webhook_configs": [{"url": webhook_url, "send_resolved": False}]}],
-    }
-    (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    if config_file is None:
+        config_file = workdir / "alertmanager.yml"
+        config_file.write_text(yaml.safe_dump({
+            "route": {"receiver": "test", "group_by": ["alertname", "instance", "training_job", "rank"],
+                      "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
+            "receivers": [{"name": "test", "webhook_configs": [{"url": webhook_url, "send_resolved": False}]}],
+        }))
     port = free_port()
-    proc = spawn(["prometheus-alertmanager", f"--config.file={workdir / 'alertmanager.yml'}",
+    proc = spawn(["prometheus-alertmanager", f"--config.file={config_file}",
                   f"--storage.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
                   "--cluster.listen-address="], log_path=workdir / "alertmanager.log")
     try:

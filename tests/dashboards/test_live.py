@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -37,6 +36,7 @@ from tests.dashboards.live_stack import running_alertmanager, running_prometheus
 from tests.dashboards.scenario import FAILING_RANK, HOST, JOB, RANKS, FailingJob
 from tests.helpers.agent_proc import Scrape, parse_worker_pids, running_agent
 from tests.helpers.archive_proc import running_archive
+from tests.helpers.net import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -62,16 +62,6 @@ EXPECTED_EMPTY = {
     ("pipeline.json", "Parse errors and lost bytes", "B"):
         "lost bytes need a file truncated or deleted before the agent read it, a race this scenario does not stage",
 }
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(interval)
-    raise TimeoutError(f"{what}: not reached within {timeout}s")
 
 
 def render_rules(path: Path) -> Path:

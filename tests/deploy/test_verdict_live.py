@@ -28,12 +28,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.dashboards.live_stack import running_prometheus, wait_ready
+from tests.dashboards.live_stack import running_alertmanager, running_prometheus
 from tests.deploy.conftest import render_role_template
 from tests.helpers.agent_proc import running_agent
 from tests.helpers.archive_proc import running_archive
-from tests.helpers.net import free_port, wait_for_port
-from tests.helpers.procs import spawn, stop
+from tests.helpers.net import wait_until
 from tests.helpers.torchrun_job import running_torchrun
 from tests.helpers.verdict_receivers import running_receivers
 
@@ -45,15 +44,6 @@ pytestmark = [
 JOB = "verdict-live"
 FAILING_RANK = 1
 
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.25)
-    raise TimeoutError(f"{what}: not within {timeout}s")
 
 
 def test_alertmanager_pages_one_verdict_and_a_second_alert_updates_it(tmp_path, tool_env, token_file) -> None:
@@ -69,7 +59,6 @@ def test_alertmanager_pages_one_verdict_and_a_second_alert_updates_it(tmp_path, 
             "receivers": receivers.receivers_config(str(grafana_token))}}))
         with running_archive(tmp_path / "archive", token_file,
                              extra_args=["--config", str(tmp_path / "archive.yaml")]) as archive:
-            am_port = free_port()
             am_config = tmp_path / "alertmanager.yml"
             render_role_template("alertmanager", "alertmanager.yml.j2", am_config, {
                 "alertmanager_receivers": [{"name": "oncall", "webhook_configs": [{"url": f"{receivers.base}/oncall"}]}],
@@ -78,15 +67,8 @@ def test_alertmanager_pages_one_verdict_and_a_second_alert_updates_it(tmp_path, 
                 "alertmanager_ranklog_verdict_url": f"{archive.url}/v1/alerts",
                 "alertmanager_ranklog_verdict_token": archive.token,
                 "alertmanager_ranklog_verdict_group_interval": "2s"}, tool_env)
-            alertmanager = spawn(["prometheus-alertmanager", f"--config.file={am_config}",
-                                  f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
-                                  "--cluster.listen-address="], log_path=tmp_path / "alertmanager.log")
-            try:
-                wait_for_port(am_port, timeout=30, process=alertmanager)
-                wait_ready(f"http://127.0.0.1:{am_port}/-/ready", alertmanager)
-                _run_job_and_check(tmp_path, rules, archive, receivers, am_port, token_file)
-            finally:
-                stop(alertmanager)
+            with running_alertmanager(tmp_path / "am", config_file=am_config) as alertmanager:
+                _run_job_and_check(tmp_path, rules, archive, receivers, alertmanager.port, token_file)
 
 
 def _run_job_and_check(tmp_path, rules, archive, receivers, am_port, token_file) -> None:

@@ -1,10 +1,15 @@
-"""Loopback-only networking helpers for tests: free ports and waiting for a listener."""
+"""Loopback-only networking helpers for tests: free ports, waiting for a listener or a condition,
+serving a handler."""
 
 from __future__ import annotations
 
 import random
 import socket
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 _HANDED_OUT: set[int] = set()  # never the same port twice from one test process
@@ -52,3 +57,28 @@ def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0, pro
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.25):
+    """`condition()`'s first truthy value, polled every `interval`; TimeoutError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(interval)
+    raise TimeoutError(f"{what}: not reached within {timeout}s")
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], port: int, name: str = "http") -> Iterator[None]:
+    """`handler` answering on 127.0.0.1:`port` from a thread, shut down on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+

@@ -22,10 +22,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.helpers.net import free_port
+from tests.helpers.net import free_port, serving
 
 
 @dataclass
@@ -136,11 +136,5 @@ def running_receivers() -> Iterator[VerdictReceivers]:
         def log_message(self, *args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer(("127.0.0.1", state.port), Handler)
-    thread = threading.Thread(target=server.serve_forever, name="verdict-receivers", daemon=True)
-    thread.start()
-    try:
+    with serving(Handler, state.port, "verdict-receivers"):
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -61,13 +61,20 @@ class AlertRoutes:
     def _service(request: Request) -> Any:
         return getattr(request.app.state, "verdicts", None)
 
-    async def receive(self, request: Request) -> Response:
+    def _guard(self, request: Request) -> tuple[Any, Response | None]:
+        """(the service, None), or (None, the 401/503 to send)."""
         denied = self.authorize(request)
         if denied is not None:
-            return denied
+            return None, denied
         service = self._service(request)
         if service is None:
-            return _error(503, "this archive runs without a verdict service")
+            return None, _error(503, "this archive runs without a verdict service")
+        return service, None
+
+    async def receive(self, request: Request) -> Response:
+        service, refused = self._guard(request)
+        if refused is not None:
+            return refused
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
             return _error(413, f"body of {declared} bytes exceeds {MAX_BODY} (a notification is a few KiB)")
@@ -86,12 +93,9 @@ class AlertRoutes:
         return JSONResponse(answer, status_code=202)
 
     async def incidents(self, request: Request) -> Response:
-        denied = self.authorize(request)
-        if denied is not None:
-            return denied
-        service = self._service(request)
-        if service is None:
-            return _error(503, "this archive runs without a verdict service")
+        service, refused = self._guard(request)
+        if refused is not None:
+            return refused
         listing = service.book.listing()
         for item in listing:
             item["report_url"] = f"{service.report_base}/v1/reports/{item['id']}"
