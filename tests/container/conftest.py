@@ -123,6 +123,7 @@ def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str,
             "ranklog_archive_listen": f"{mon_ip}:8470",
             "prometheus_web_listen_address": f"{mon_ip}:9090",
             "alertmanager_web_listen_address": f"{mon_ip}:9093",
+            "ranklog_archive_report_url": f"http://{mon_ip}:8470",
         }
         cluster.write_inventory(
             groups={"training_nodes": TRAINING_NODES, "ranklog_archive": [MONITORING_HOST],
@@ -142,6 +143,10 @@ def cluster(base_image: str, wheels: Path, run_dir: Path, grafana_deb: str,
                     {"url": f"http://{webhook_ip}:{WEBHOOK_PORT}/alerts", "send_resolved": False}]}],
                 "alertmanager_route": {"receiver": "test-webhook", "group_by": ["alertname"], "group_wait": "1s",
                                        "group_interval": "5s", "repeat_interval": "1h"},
+                # The verdict in the page: the archive sends verdicts to the same receiver container, and
+                # Alertmanager routes root causes to the archive (playbooks/group_vars/all.yml wires both).
+                "ranklog_verdict_receivers": [{"name": "e2e", "type": "webhook",
+                                               "url": f"http://{webhook_ip}:{WEBHOOK_PORT}/verdict"}],
             },
         )
         yield cluster

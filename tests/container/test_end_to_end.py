@@ -2,8 +2,9 @@
 
 3 training nodes × 2 ranks run under `ranklog run`; rank 3 (node2) dies of a CUDA OOM, the other
 ranks report the NCCL watchdog timeout. The controller then queries the archive over the internal
-network, asks `ranklog triage` for the culprit, checks every Prometheus target is up, and waits for
-the CUDA OOM alert to reach the webhook receiver through Alertmanager.
+network, asks `ranklog triage` for the culprit, checks every Prometheus target is up, waits for
+the CUDA OOM alert to reach the webhook receiver through Alertmanager, and for the archive's
+verdict (the roles' verdict route and receivers) with a report link that opens.
 """
 
 from __future__ import annotations
@@ -126,3 +127,19 @@ def test_oom_alert_fires_and_reaches_the_webhook(cluster: Cluster, failed_job) -
     received = _poll("the alert at the webhook receiver", delivered, timeout=90)
     assert received[0]["status"] == "firing"
     assert received[0]["labels"]["rank"] == str(FAIL_RANK) and received[0]["labels"]["training_job"] == JOB
+
+
+def test_one_verdict_reaches_the_webhook_with_a_working_report_link(cluster: Cluster, failed_job) -> None:
+    def verdicts():
+        payloads = [json.loads(line) for line in docker("logs", cluster.webhook_id).splitlines() if line.startswith("{")]
+        return [p for p in payloads if p.get("kind") in ("verdict", "update") and p.get("training_job") == JOB]
+
+    found = _poll("the archive's verdict at the webhook receiver", verdicts, timeout=150)
+    time.sleep(5)  # the other ranks' alerts and suspects have arrived too: still one page
+    pages = [p for p in verdicts() if p["kind"] == "verdict"]
+    assert len(pages) == 1, verdicts()
+    page = found[0]
+    assert (page["ranks"], page["hosts"], page["category"]) == ([FAIL_RANK], ["node2"], "CUDA OOM"), page
+    report = httpx.get(page["report_url"], timeout=10)
+    assert report.status_code == 200 and "CUDA OOM" in report.text
+
