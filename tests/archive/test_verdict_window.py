@@ -1,8 +1,7 @@
 """An alert's triage reads the recent window's partitions only, not the archive.
 
 A real archive holds two days old records of other jobs (the corpus) and, in the current hour, the
-``torchrun_cuda_oom`` scenario's records as ranklog parses them, moved to now (the decisive record
-is a minute old). The verdict service's triage (:func:`ranklog.archive.verdicts.judge.judge`) for
+``torchrun_cuda_oom`` scenario's records as ranklog parses them, moved to start 30 minutes ago. The verdict service's triage (:func:`ranklog.archive.verdicts.judge.judge`) for
 the job over the last hour opens only that hour's files and names the scenario's root cause.
 """
 
@@ -31,7 +30,8 @@ TRUTH = json.loads((SCENARIO / "truth.json").read_text())
 def _scenario_now() -> pa.Table:
     table = read(LogDirSource(str(SCENARIO / "out")), QuerySpec(order=()))
     ns = ts_ns(table["ts"])
-    moved = ns + (time.time_ns() - 60 * 10**9 - int(ns.max()))
+    # From 30 minutes ago on (lines without a printed time carry their file's mtime: the span may be long).
+    moved = ns - int(ns.min()) + time.time_ns() - 1800 * 10**9
     return table.set_column(table.schema.get_field_index("ts"), "ts", ts_array(moved))
 
 

@@ -7,7 +7,8 @@ to the archive) is the floor, measured in the same runs.
 Each run is a real torchrun job on torch's CPU build (gloo; 8 ranks on one node, or 32 ranks as 4
 nodes × 8 in UTS namespaces of their own, which needs root) training for a few steps until one rank,
 chosen per run, raises ``torch.OutOfMemoryError`` with the CUDA allocator's text (GPU-only, so raised
-as a string by the scenario worker). Its node's logs are read by two agents per node:
+as a string by the scenario worker); the workers log through a different library's layout each run
+(:data:`LAYOUTS`). Its node's logs are read by two agents per node:
 
 - path **alertmanager**: agents with suspects off, scraped by Prometheus (global ``scrape_interval``
   and ``evaluation_interval`` 15 s, the prometheus role's defaults, the generated rules as checked
@@ -60,6 +61,9 @@ TARGET_P90_S = 30.0
 RANKS_PER_NODE = 8
 OOM_TEXT = "CUDA out of memory"
 PATHS = ("alertmanager", "direct push")
+# The workers' logging layouts, one per run in turn (tests/corpus/layouts.py: the real libraries).
+LAYOUTS = ("legacy", "deepspeed", "transformers", "accelerate", "glog", "loguru", "structlog", "bracketed",
+           "rich", "examples")
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Run:
     ranks: int
     index: int
     fault_rank: int
+    layout: str
     written: float | None = None
     delivered: dict[str, float] = field(default_factory=dict)
     right: dict[str, bool] = field(default_factory=dict)
@@ -149,7 +154,7 @@ def _verdicts(stack: Stack, run_id: str, since: float) -> dict[str, dict]:
 def one_run(stack: Stack, ranks: int, index: int, quick: bool, timeout: float) -> Run:
     nodes = max(1, ranks // RANKS_PER_NODE)
     nproc = ranks // nodes
-    run = Run(ranks, index, fault_rank=(3 + 5 * index) % ranks)
+    run = Run(ranks, index, fault_rank=(3 + 5 * index) % ranks, layout=LAYOUTS[index % len(LAYOUTS)])
     run_id = f"v{ranks}r{index}-{secrets.token_hex(2)}"
     work = stack.work / run_id
     hosts = [f"node{n}" for n in range(nodes)]
@@ -172,8 +177,9 @@ def one_run(stack: Stack, ranks: int, index: int, quick: bool, timeout: float) -
             ctx.enter_context(running_agent([archives["direct"].url], stack.token_file, work / f"agent-direct-{host}",
                                             extra_args=common))
         steps = ["--steps", "30", "--fault-step", "3" if quick else "6", "--step-seconds", "0.5" if quick else "1.0"]
-        job = ctx.enter_context(running_torchrun(logs, run_id, ["--fault", "cuda_oom", "--fault-rank",
-                                                                str(run.fault_rank), *steps], nproc=nproc, hosts=hosts))
+        job = ctx.enter_context(running_torchrun(logs, run_id, ["--layout", run.layout, "--fault", "cuda_oom",
+                                                                "--fault-rank", str(run.fault_rank), *steps],
+                                                 nproc=nproc, hosts=hosts))
         deadline = time.monotonic() + timeout
         _wait_for_line(run, job, deadline)
         while run.written is not None and time.monotonic() < deadline:
@@ -221,7 +227,7 @@ def report(runs: list[Run], ranks: int, scrape: str, group_interval: str) -> lis
                       f"alert → verdict delivered {statistics.median(s[1] for s in split):.1f} s "
                       f"(flush wait, triage, report, delivery)"]
     lines += ["", "per run: " + "; ".join(
-        f"#{r.index} rank {r.fault_rank}: " + ", ".join(
+        f"#{r.index} {r.layout} rank {r.fault_rank}: " + ", ".join(
             f"{p.split()[0]} {r.latency(p):.1f}s {r.named.get(p)}" if r.latency(p) is not None else f"{p.split()[0]} -"
             for p in PATHS) + (f" ({r.note})" if r.note else "") for r in runs)]
     (am_path, am, am_right), (_, direct, _) = verdicts
@@ -281,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                     for index in range(args.runs):
                         run = one_run(stack, ranks, index, args.quick, args.timeout)
                         runs.append(run)
-                        print(f"  {ranks} ranks run {index}: rank {run.fault_rank}, " + ", ".join(
+                        print(f"  {ranks} ranks run {index} ({run.layout}): rank {run.fault_rank}, " + ", ".join(
                             f"{p} {run.latency(p):.1f}s {run.named.get(p)}" if run.latency(p) is not None
                             else f"{p} -" for p in PATHS) + (f" ({run.note})" if run.note else ""), flush=True)
                     all_runs += runs

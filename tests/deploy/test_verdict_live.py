@@ -1,8 +1,8 @@
 """The verdict in the page, live: a real torchrun job fails, Prometheus fires, Alertmanager (the role's
 configuration) calls the archive, and the people paged get one verdict that stays one.
 
-Everything is real and on loopback: a torchrun job on torch's CPU build (gloo, 2 workers,
-``--max-restarts 1``: in attempt 0 rank 1 raises a ValueError at step 2, in attempt 1 rank 0 fails
+Everything is real and on loopback: a torchrun job on torch's CPU build (gloo, 2 workers logging
+through DeepSpeed's logger, ``--max-restarts 1``: in attempt 0 rank 1 raises a ValueError at step 2, in attempt 1 rank 0 fails
 while resuming — two failures of one job, seconds apart), a ``ranklog agent`` reading its
 ``--log-dir`` with suspects off (this test proves the alert path; the direct push has its own test
 in ``tests/archive/test_verdicts.py``), a ``ranklog archive`` with three verdict receivers
@@ -79,8 +79,9 @@ def _run_job_and_check(tmp_path, rules, archive, receivers, am_port, token_file)
                                    "--no-suspect-push"]) as agent, \
             running_prometheus(tmp_path / "prom", rules, [f"127.0.0.1:{agent.metrics_port}"],
                                [f"127.0.0.1:{archive.port}"], f"127.0.0.1:{am_port}") as prom, \
-            running_torchrun(logs, JOB, ["--fault", "restart", "--fault-rank", str(FAILING_RANK), "--fault-step", "2",
-                                         "--steps", "4", "--step-seconds", "0.3"], nproc=2, max_restarts=1) as job:
+            running_torchrun(logs, JOB, ["--layout", "deepspeed", "--fault", "restart", "--fault-rank",
+                                         str(FAILING_RANK), "--fault-step", "2", "--steps", "4", "--step-seconds", "0.3"],
+                             nproc=2, max_restarts=1) as job:
         (page,) = wait_until(receivers.documents, 180, f"a verdict (Prometheus log: {prom.log_path})")
         assert page["kind"] == "verdict" and page["training_job"] == JOB
         assert (page["ranks"], page["hosts"], page["category"]) == ([FAILING_RANK], ["node0"], "uncaught exception")

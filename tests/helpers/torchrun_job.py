@@ -1,7 +1,8 @@
 """A real torchrun job (torch's CPU build, gloo) running now, for tests and benchmarks that watch it live.
 
 The worker is the scenario library's training loop (``tests/scenarios/workers/torch_train.py``) with
-one fault injected (``--fault KIND --fault-rank R --fault-step S``). One node is one torchrun agent;
+one fault injected (``--fault KIND --fault-rank R --fault-step S``), logging in the layout ``--layout``
+names (one of the ecosystem's, tests/corpus/layouts.py). One node is one torchrun agent;
 several nodes on this machine are agents in UTS/mount namespaces of their own with their own host
 names (:mod:`tests.scenarios.nodes`, needs root), each writing ``<log_root>/<host>/`` — the
 ``--log-dir`` tree an agent on that node reads with the ``torchrun`` preset. Everything is started
@@ -11,6 +12,7 @@ in its own session and stopped by pid.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.helpers.net import free_port
-from tests.helpers.procs import spawn, stop
+from tests.helpers.procs import REPO, spawn, stop
 from tests.scenarios.nodes import hosts_file, on_node
 from tests.scenarios.torchrun_gen import WORKER
 
@@ -68,7 +70,9 @@ def running_torchrun(log_root: Path, run_id: str, worker_args: list[str], nproc:
     """Start the job (one agent per host; a single host runs without namespaces); stop what is left."""
     hosts = hosts or ["node0"]
     job = TorchrunJob(log_root, run_id, hosts, nproc, worker_args, max_restarts)
-    env = {"OMP_NUM_THREADS": "1", "LOGLEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
+    # The worker logs through tests/corpus/layouts.py: the repository must be importable.
+    env = {"OMP_NUM_THREADS": "1", "LOGLEVEL": "INFO", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "exporters"), os.environ.get("PYTHONPATH", "")])}
     port = free_port()
     with hosts_file(hosts) if len(hosts) > 1 else contextlib.nullcontext() as hosts_path:
         try:
