@@ -35,8 +35,9 @@ sys.path[:0] = [str(REPO / "exporters"), str(REPO)]
 import httpx  # noqa: E402
 
 from ranklog.archive.loki import evaluate  # noqa: E402
-from ranklog.archive.loki.logql import parse  # noqa: E402
 from ranklog.query import engine  # noqa: E402
+from ranklog.query.logql import parse  # noqa: E402
+from ranklog.query.logql_spec import to_spec  # noqa: E402
 from ranklog.query.sources import open_source  # noqa: E402
 from tests.benchmarks.bench_query import DAY_NS, REGEX, START_NS, _iso, _pick_trace, build_corpus, median_time  # noqa: E402
 from tests.helpers.query_server import running_query_server  # noqa: E402
@@ -73,7 +74,7 @@ def main() -> int:
         "(c) regex message search": (f'{{job=~".*"}} |~ `{REGEX}`', everything, ["--regex", REGEX]),
     }
     for expr, (start, end), _ in shapes.values():  # build the trace and severe-rows indexes once
-        engine.count(archive, evaluate.to_spec(parse(expr), start, end))
+        engine.count(archive, to_spec(parse(expr), start, end))
 
     results: dict[str, dict[str, tuple[float, int]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,7 +98,7 @@ def main() -> int:
                         return out.read().count(b"\n")
 
                 def in_process(expr=expr, start=start, end=end) -> int:
-                    spec = evaluate.to_spec(parse(expr), start, end, order=("ts",), limit=LIMIT)
+                    spec = to_spec(parse(expr), start, end, order=("ts",), limit=LIMIT)
                     return engine.read(archive, spec, evaluate.LINE_COLUMNS).num_rows
 
                 loki()  # warm the server process (imports, first file opens)

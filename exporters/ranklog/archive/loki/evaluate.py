@@ -4,7 +4,7 @@ Loki streams, series and label sets.
 
 What a Loki *line* is here: the record's ``msg``, followed by a newline and ``exc`` when the record
 carries a traceback — the text ``ranklog query --regex`` searches, so line filters and the CLI agree.
-A *stream* is one combination of the :data:`~.logql.STREAM_LABELS` values a record has (rank and
+A *stream* is one combination of the :data:`~ranklog.query.logql.STREAM_LABELS` values a record has (rank and
 local_rank as decimal text; a null is no label). Timestamps leave as nanosecond strings.
 """
 
@@ -16,10 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...query import engine
-from ...query.filter_arrow import literal_alternatives
-from ...query.filters import QuerySpec
-from ...record import ts_ns
-from .logql import (
+from ...query.logql import (
     STREAM_LABELS,
     LogSelector,
     MetricExpr,
@@ -27,45 +24,15 @@ from .logql import (
     VectorAggregation,
     range_of,
 )
+from ...query.logql_spec import to_spec
+from ...record import ts_ns
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
 LINE_COLUMNS = ["ts", "msg", "exc", *STREAM_LABELS]
-# Regex matchers that accept every value, the missing one included (Grafana's "All" is `.*`): dropped
-# from the scan rather than evaluated on every row.
-MATCH_ALL = frozenset({".*", "(.*)", ".*?", "^.*$"})
 Labels = tuple[tuple[str, str], ...]
-
-
-def to_spec(selector: LogSelector, start_ns: int, end_ns: int, **extra: Any) -> QuerySpec:
-    """The engine's spec for `selector` over [start_ns, end_ns). The first ``|=`` and the first
-    ``|~`` become the spec's ``contains``/``regex``, so a search takes the indexed text path;
-    ``label=~".*"`` matchers select everything and are left out."""
-    contains = regex = None
-    rest: list[tuple[str, str]] = []
-    for op, pattern in selector.line_filters:
-        if op == "|=" and contains is None and pattern:
-            contains = pattern
-        elif op == "|~" and regex is None:
-            regex = pattern
-        else:
-            rest.append((op, pattern))
-    matchers = tuple(m for m in selector.label_matchers if not (m[1] == "=~" and m[2] in MATCH_ALL))
-    return QuerySpec(start_ns=start_ns, end_ns=max(end_ns, start_ns + 1), contains=contains, regex=regex,
-                     label_matchers=matchers, line_filters=tuple(rest), trace_ids=_trace_ids(matchers), **extra)
-
-
-def _trace_ids(matchers: tuple[tuple[str, str, str], ...]) -> tuple[str, ...]:
-    """The trace ids a positive ``trace_id`` matcher names, so the trace index picks the files to read
-    (the matcher itself stays: the answer is the same, only fewer files are opened)."""
-    for name, op, value in matchers:
-        if name == "trace_id" and op in ("=", "=~"):
-            values = [value] if op == "=" else literal_alternatives(value)
-            if values and all(values):
-                return tuple(values)
-    return ()
 
 
 def ns_column(table: pa.Table) -> np.ndarray:

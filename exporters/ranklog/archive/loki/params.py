@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ...errors import UserError
 from ...query.filter_flags import parse_time
-from .logql import parse_duration_ns
+from ...query.logql import parse_duration_ns
 
 DEFAULT_LIMIT = 100
 MAX_ENTRIES = 5000  # Loki's max_entries_limit_per_query default

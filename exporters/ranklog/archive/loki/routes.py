@@ -35,9 +35,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...errors import UserError
 from ...query import engine
+from ...query.logql import STREAM_LABELS, LogQLError, LogSelector, parse, parse_selector
+from ...query.logql_spec import to_spec
 from ...query.sources import ArchiveSource
 from . import evaluate
-from .logql import STREAM_LABELS, LogQLError, LogSelector, parse, parse_selector
 from .params import (
     LABELS_RANGE_DEFAULT_NS,
     QUERY_RANGE_DEFAULT_NS,
@@ -221,7 +222,7 @@ class LokiAPI:
         selector, start, end = _selection(params, QUERY_RANGE_DEFAULT_NS)
         if selector.never:
             return JSONResponse({"streams": 0, "chunks": 0, "entries": 0, "bytes": 0})
-        spec = evaluate.to_spec(selector, start, end, order=())
+        spec = to_spec(selector, start, end, order=())
         files = engine.select_files(source, spec)
         streams = evaluate.distinct_label_sets(source, selector, start, end)
         entries = engine.count(source, spec)

@@ -1,4 +1,5 @@
-"""The LogQL subset the archive's Loki API answers, parsed into a small tree.
+"""The LogQL subset ranklog understands (the archive's Loki API, ``ranklog query`` 's positional
+argument), parsed into a small tree; :mod:`.logql_spec` turns a log query into a QuerySpec.
 
 Supported (anything else is a parse error in Loki's words, never a silently different answer):
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...query.filter_arrow import MATCHER_COLUMNS
+from .filter_arrow import MATCHER_COLUMNS
 
 STREAM_LABELS: tuple[str, ...] = MATCHER_COLUMNS
 RANGE_FUNCTIONS = ("count_over_time", "rate", "bytes_over_time", "bytes_rate")
