@@ -11,6 +11,8 @@ _SIZE_UNITS = {
 }
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+# One term of a compound duration (`1h30m`, `2d 12h`, `1m30.5s`): a number and a unit.
+_DURATION_TERM = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]+)")
 
 
 def _number_with_unit(value: str | int | float, units: dict[str, float], kind: str, examples: str) -> float:
@@ -31,8 +33,15 @@ def parse_size(value: str | int | float) -> int:
 
 
 def parse_duration(value: str | int | float) -> float:
-    """Seconds from `7d`, `2h`, `30s`, `250ms` or a plain number of seconds."""
-    return float(_number_with_unit(value, _DURATION_UNITS, "duration", "250ms, 30s, 5m, 2h, 7d"))
+    """Seconds from `7d`, `2h`, `30s`, `250ms`, a compound like `1h30m` or `2d 12h` (Go's and
+    Prometheus' spelling: the terms are added), or a plain number of seconds."""
+    examples = "250ms, 30s, 5m, 1h30m, 7d"
+    if isinstance(value, str) and not _NUMBER_UNIT.match(value):
+        terms = list(_DURATION_TERM.finditer(value))
+        if terms and "".join(t.group(0) for t in terms).strip() == value.strip() and len(terms) > 1 \
+                and all(t.group(2).lower() in _DURATION_UNITS for t in terms):
+            return sum(float(t.group(1)) * _DURATION_UNITS[t.group(2).lower()] for t in terms)
+    return float(_number_with_unit(value, _DURATION_UNITS, "duration", examples))
 
 
 def format_size(n: int) -> str:

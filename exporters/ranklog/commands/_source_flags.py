@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -12,10 +13,22 @@ from ranklog.errors import UserError
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse whose mistakes are one line (a UserError: exit 2, no usage dump, no traceback)."""
+    """argparse whose mistakes are one line (a UserError: exit 2, no usage dump, no traceback), and
+    whose TIME flags take a value that starts with a dash (``--since -1h``, as journalctl does)."""
 
     def error(self, message: str) -> NoReturn:
         raise UserError(f"{message} (see {self.prog} --help)")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        timed = {flag for action in self._actions if action.metavar == "TIME" for flag in action.option_strings}
+        joined: list[str] = []
+        for word in words:
+            if joined and joined[-1] in timed and re.match(r"-\d", word):
+                joined[-1] = f"{joined[-1]}={word}"
+            else:
+                joined.append(word)
+        return super().parse_known_args(joined, namespace)
 
 
 def add_source_flags(parser: argparse.ArgumentParser) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from ._source_flags import add_source_flags, read_errors
+from ._source_flags import Parser, add_source_flags, read_errors
 from .triage import add_selection_flags
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Write a self-contained HTML report of a job.",
+    parser = Parser(prog=prog, description="Write a self-contained HTML report of a job.",
                                      epilog="example:\n  ranklog report --archive /srv/ranklog --job ppo-7b -o report.html",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_flags(parser)

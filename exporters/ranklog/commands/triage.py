@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._source_flags import add_engine_flags, add_source_flags, open_from_args, read_errors, report_engine
+from ._source_flags import Parser, add_engine_flags, add_source_flags, open_from_args, read_errors, report_engine
 
 _EPILOG = """examples:
   ranklog triage --archive /srv/ranklog --job ppo-qwen7b --since 6h
@@ -20,17 +20,16 @@ _EPILOG = """examples:
 
 
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:
-    """--job / --since / --start / --end (shared with ``ranklog report``)."""
+    """--job and the time flags (shared with ``ranklog report``)."""
+    from ranklog.query.filter_flags import add_time_flags
+
     group = parser.add_argument_group("selection")
     group.add_argument("--job", help="job / run id (default: the job with the newest record)")
-    group.add_argument("--since", help="only the last DURATION (e.g. 2h, 30m, 7d)")
-    group.add_argument("--start", "--start_time", "--start-time", dest="start",
-                       help="inclusive; RFC 3339 or '2025-10-01 08:00:00' (UTC)")
-    group.add_argument("--end", "--end_time", "--end-time", dest="end", help="exclusive; same spellings as --start")
+    add_time_flags(parser)
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Find the rank that failed first, and why.",
+    parser = Parser(prog=prog, description="Find the rank that failed first, and why.",
                                      epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_flags(parser)
     add_engine_flags(parser)
@@ -43,17 +42,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def time_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
-    from ranklog.errors import UserError
-    from ranklog.query.filter_flags import parse_time
+    from ranklog.query.filter_flags import time_window
 
-    if args.since and args.start:
-        raise UserError("give either --since or --start, not both")
-    start = parse_time(args.since or args.start, flag="--since" if args.since else "--start") \
-        if (args.since or args.start) else None
-    end = parse_time(args.end, flag="--end") if args.end else None
-    if start is not None and end is not None and end <= start:
-        raise UserError("the time range is empty: --end must be after --start")
-    return start, end
+    return time_window(args)
 
 
 def run_triage(args: argparse.Namespace):

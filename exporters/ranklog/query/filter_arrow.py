@@ -71,10 +71,10 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
         parts.append(ds.field("ts") < pa.scalar(ns_to_ts(spec.end_ns, ceil=True), TS_TYPE))
     if spec.levels:
         parts.append(ds.field("level").isin(pa.array(list(spec.levels), pa.string())))
-    for name, values in (("host", spec.hosts), ("logger", spec.loggers)):
+    for name, values in (("host", spec.hosts), ("logger", spec.loggers), ("job", spec.jobs)):
         if values:
             parts.append(_isin_or_glob(name, values))
-    for name, values in (("ip", spec.ips), ("job", spec.jobs), ("trace_id", spec.trace_ids)):
+    for name, values in (("ip", spec.ips), ("trace_id", spec.trace_ids)):
         if values:
             parts.append(ds.field(name).isin(pa.array(list(values), pa.string())))
     if spec.pids:

@@ -8,31 +8,11 @@ import time
 from typing import Any
 
 from ..errors import UserError
-from ..record import LEVELS, levels_at_least, normalize_level, parse_ts
-from ..units import parse_duration
+from ..record import LEVELS, levels_at_least, normalize_level
 from .filters import QuerySpec
+from .times import parse_time, zone
 
-_RELATIVE = re.compile(r"^\s*(?:now\s*-\s*)?(\d+(?:\.\d*)?\s*[a-zA-Z]*)(?:\s+ago)?\s*$")
-
-def parse_time(text: str, now_ns: int | None = None, flag: str = "time") -> int:
-    """Nanoseconds since the epoch from an absolute or relative time (see the module docstring)."""
-    now_ns = time.time_ns() if now_ns is None else now_ns
-    value = text.strip()
-    if value.lower() == "now":
-        return now_ns
-    if re.fullmatch(r"\d{9,11}(\.\d+)?", value):
-        return int(float(value) * 1e9)
-    ns = parse_ts(value)
-    if ns is not None:
-        return ns
-    match = _RELATIVE.match(value)
-    if match:
-        try:
-            return now_ns - int(parse_duration(match.group(1).replace(" ", "")) * 1e9)
-        except ValueError:
-            pass
-    raise UserError(f"bad {flag} {text!r}: use e.g. '2025-10-01 08:00:00' (UTC), RFC 3339, or 2h / 30m ago")
-
+__all__ = ["add_filter_flags", "add_time_flags", "parse_time", "spec_from_args", "split_list", "time_window"]
 
 def split_list(values: list[str] | tuple[str, ...] | str | None) -> tuple[str, ...]:
     """Comma-separated and repeated flag values as one tuple (empty items dropped)."""
@@ -101,15 +81,24 @@ def _int_or_none(value: str | None, flag: str) -> int | None:
         raise UserError(f"bad {flag} {value!r}: expected an integer") from None
 
 
+def time_window(args: Any, now_ns: int | None = None) -> tuple[int | None, int | None]:
+    """(start, end) in ns from ``--since`` / ``--from`` / ``--until`` (see :func:`add_time_flags`)."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    tz = zone(getattr(args, "tz", None))
+    start = parse_time(args.start, now_ns, "--start/--from", tz) if args.start else None
+    end = parse_time(args.end, now_ns, "--end/--until", tz) if args.end else None
+    if getattr(args, "since", None):
+        if start is not None:
+            raise UserError("give either --since or --start/--from, not both")
+        start = parse_time(args.since, now_ns, "--since", tz)
+    if start is not None and end is not None and end <= start:
+        raise UserError("the time range is empty: end must be after start (--until/--end after --from/--start)")
+    return start, end
+
+
 def spec_from_args(args: Any, now_ns: int | None = None) -> QuerySpec:
     """A :class:`QuerySpec` from the parsed filter flags (see :func:`add_filter_flags`)."""
-    now_ns = time.time_ns() if now_ns is None else now_ns
-    start = parse_time(args.start, now_ns, "--start") if args.start else None
-    end = parse_time(args.end, now_ns, "--end") if args.end else None
-    if args.since:
-        if start is not None:
-            raise UserError("give either --since or --start, not both")
-        start = parse_time(args.since, now_ns, "--since")
+    start, end = time_window(args, now_ns)
     pids = []
     for item in split_list(args.pid):
         pid = _int_or_none(item, "--pid")
@@ -129,21 +118,34 @@ def spec_from_args(args: Any, now_ns: int | None = None) -> QuerySpec:
     )
 
 
+TIME_HELP = ("TIME is '2025-10-01 08:00:00', RFC 3339, epoch seconds, a duration back from now (2h, 1h30m, "
+             "-30m, '1h ago'), today, yesterday, 'yesterday 14:00' or 08:00; without a zone it is read in --tz")
+
+
+def add_time_flags(parser: Any, title: str = "time range") -> None:
+    """``--since``, ``--from`` (``--start``, ``--start_time``), ``--until`` (``--to``, ``--end``,
+    ``--end_time``) and ``--tz``: the time flags of every read command (values: :mod:`.times`)."""
+    group = parser.add_argument_group(title, TIME_HELP)
+    group.add_argument("--since", metavar="TIME", help="from this TIME on, e.g. 2h (the last two hours), 1h30m, today")
+    group.add_argument("--from", "--start", "--start_time", "--start-time", dest="start", metavar="TIME",
+                       help="inclusive start (same as --since; also spelled --start, --start_time)")
+    group.add_argument("--until", "--to", "--end", "--end_time", "--end-time", dest="end", metavar="TIME",
+                       help="exclusive end (also spelled --to, --end, --end_time)")
+    group.add_argument("--tz", metavar="ZONE", help="zone times are shown in and read in when they carry none: "
+                       "UTC (default), local, or a name such as Europe/Paris (default: $RANKLOG_TZ, else UTC)")
+
+
 def add_filter_flags(parser: Any, trace_flag: bool = True) -> None:
     """The filter flags shared by query, stats, integrity and triage (both spellings of each)."""
+    add_time_flags(parser)
     group = parser.add_argument_group("filters (several values are OR-ed, different filters AND-ed)")
-    group.add_argument("--start", "--start_time", "--start-time", "--from", dest="start",
-                       help="inclusive; '2025-10-01 08:00:00' (UTC unless a zone is given), RFC 3339, or 2h")
-    group.add_argument("--end", "--end_time", "--end-time", "--until", "--to", dest="end",
-                       help="exclusive; same spellings as --start")
-    group.add_argument("--since", help="only the last DURATION (e.g. 2h, 30m, 7d)")
     group.add_argument("--level", help="minimum level (DEBUG, INFO, WARNING, ERROR, CRITICAL)")
     group.add_argument("--levels", action="append", help="exact levels, comma-separated")
     group.add_argument("--host", action="append", help="host name(s); globs allowed (node-1*, n*0*); \\ makes the next character literal")
     group.add_argument("--ip", action="append", help="node IP address(es)")
     group.add_argument("--pid", action="append", help="process id(s)")
     group.add_argument("--rank", action="append", help="global rank(s) and ranges: 0-7,12")
-    group.add_argument("--job", action="append", help="job / run id(s)")
+    group.add_argument("--job", action="append", help="job / run id(s); globs allowed (ppo-*), as for --host")
     if trace_flag:
         group.add_argument("--trace-id", "--trace_id", dest="trace_id", action="append", help="trace id(s)")
     group.add_argument("--logger", action="append", help="logger name(s); globs allowed; \\ makes the next character literal")

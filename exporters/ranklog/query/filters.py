@@ -6,15 +6,15 @@ parsing of their values), :mod:`.filter_arrow` (the compiler to Arrow expression
 
 Decisions where the spec is silent (also in ``ranklog query --help``):
 
-- Times without a zone are UTC. ``start`` is inclusive and ``end`` exclusive (a half-open range, so
+- Times without a zone are UTC (or ``--tz``'s zone). ``start`` is inclusive and ``end`` exclusive (a half-open range, so
   ``--end 2025-10-02`` means "up to the end of October 1st" and adjacent ranges never overlap).
-  Accepted spellings: RFC 3339 / ISO 8601 (``2025-10-01 08:00:00``, ``2025-10-01T08:00:00+02:00``,
-  ``2025-10-01``), epoch seconds, ``now`` and relative ages (``2h``, ``30m ago``, ``now-2h``).
+  Accepted spellings: RFC 3339 / ISO 8601, epoch seconds, ``now``, relative ages (``2h``, ``1h30m``,
+  ``30m ago``, ``-2h``) and calendar words (``today``, ``yesterday 14:00``): :mod:`.times`.
 - ``--level X`` is a minimum (UNKNOWN is never included); ``--levels A,B`` is an exact set.
 - ``--contains`` and ``--regex`` search the message *and* the exception text (a traceback belongs to
   the record it follows). ``--regex`` uses RE2 syntax (Arrow's and DuckDB's engine: no
   backreferences or look-around); a bad pattern fails before anything is read.
-- ``--host`` and ``--logger`` values containing ``*``, ``?`` or ``[`` are shell-style globs, with any
+- ``--host``, ``--logger`` and ``--job`` values containing ``*``, ``?`` or ``[`` are shell-style globs, with any
   number of wildcards; a backslash makes the next character literal (``--host 'odd\\*name'``).
 - ``--attr k=v`` matches when the JSON ``attrs`` has key ``k`` (a dotted path reaches into nested
   objects) whose value, as text, equals ``v``; ``--attr k`` only requires the key.
