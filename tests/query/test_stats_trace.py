@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import subprocess
 from collections import Counter
 
@@ -52,8 +53,8 @@ def test_stats_cli_json_with_filters(archive):
     stats = json.loads(proc.stdout)
     assert stats["total"] == sum(1 for lvl in table["level"].to_pylist() if lvl in ("ERROR", "CRITICAL"))
     assert stats["bucket_seconds"] == 3600 and len(stats["over_time"]) in (3, 4)
-    text = subprocess.run(ranklog_cmd("stats", "--archive", root), capture_output=True, text=True, timeout=120,
-                          cwd=REPO)
+    text = subprocess.run(ranklog_cmd("stats", "--archive", root, "--format", "table"), capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
     assert text.returncode == 0 and "per node" in text.stdout and "gpu-node-002" in text.stdout
 
 
@@ -78,8 +79,9 @@ def test_trace_timeline_and_slowest_hop(archive):
 def test_trace_cli(archive):
     table, root = archive
     trace = pc.drop_null(table["trace_id"])[0].as_py()
-    shown = subprocess.run(ranklog_cmd("trace", trace, "--archive", root), capture_output=True, text=True,
-                           timeout=120, cwd=REPO, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    shown = subprocess.run(ranklog_cmd("trace", trace, "--archive", root, "--format", "table"), capture_output=True, text=True,
+                           timeout=120, cwd=REPO, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin",
+                                                      **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}})
     assert shown.returncode == 0 and trace in shown.stdout and "per node/rank" in shown.stdout
     missing = subprocess.run(ranklog_cmd("trace", "0" * 32, "--archive", root, "--json"), capture_output=True,
                              text=True, timeout=120, cwd=REPO)

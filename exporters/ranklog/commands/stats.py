@@ -1,12 +1,18 @@
-"""``ranklog stats``: records per node, level, rank and over time (the log-traffic distribution)."""
+"""``ranklog stats``: records per node, level, rank and over time (the log-traffic distribution).
+
+Output (:mod:`._output`): tables on a terminal, plain uncut text when piped; ``--format json|csv``
+and ``-o FILE`` as for every command. Exit 1 when no record matched.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
+from ._output import add_output_flags, chosen_format, emit
 from ._source_flags import Parser, add_source_flags, open_from_args, read_errors
+
+FORMATS = ("table", "raw", "json", "csv")
+PIPED = "raw"
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -16,16 +22,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add_source_flags(parser)
     add_filter_flags(parser)
     parser.add_argument("--bucket", help="time bucket for 'over time' (e.g. 5m, 1h; default: fits ~48 rows)")
-    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    add_output_flags(parser, FORMATS, PIPED)
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
+    import sys
+
     from ranklog.errors import UserError
     from ranklog.query.filter_flags import spec_from_args
-    from ranklog.query.stats import compute_stats, render_stats
+    from ranklog.query.nothing_found import EXIT_NOTHING_FOUND, explain
+    from ranklog.query.stats import compute_stats, render_stats, stats_lines, stats_rows
     from ranklog.units import parse_duration
 
+    fmt = chosen_format(args, FORMATS, PIPED)
     args.limit = args.sort = None
     spec = spec_from_args(args)
     try:
@@ -35,9 +45,8 @@ def main(args: argparse.Namespace) -> int:
     source = open_from_args(args)
     with read_errors(source.describe()):
         stats = compute_stats(source, spec, bucket)
-    if args.json:
-        json.dump(stats, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-    else:
-        render_stats(stats)
+        if not stats["total"]:
+            print(f"ranklog stats: {explain(source, spec, args.tz)}", file=sys.stderr)
+            return EXIT_NOTHING_FOUND
+    emit(args, stats, fmt, table=render_stats, raw=stats_lines, rows=stats_rows)
     return 0

@@ -1,8 +1,9 @@
 """``ranklog triage``: which rank failed first, and why.
 
 Prints the verdict first (root-cause rank(s) and node(s), category, confidence, the decisive record
-with its traceback, what that rank wrote just before), then the evidence. ``--json`` prints the
-complete result as one JSON document. Exit status 0 whether or not a failure was found (the
+with its traceback, what that rank wrote just before), then the evidence. Output (:mod:`._output`):
+the rich view on a terminal, plain uncut text when piped, ``--format json`` the complete result as
+one JSON document, ``--format csv`` each rank's first error. Exit status 0 whether or not a failure was found (the
 verdict says which); 2 on a usage or read error.
 """
 
@@ -10,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 
+from ._output import add_output_flags, chosen_format, emit
 from ._source_flags import Parser, add_engine_flags, add_source_flags, open_from_args, read_errors, report_engine
+
+FORMATS = ("table", "raw", "json", "csv")
+PIPED = "raw"
 
 _EPILOG = """examples:
   ranklog triage --archive /srv/ranklog --job ppo-qwen7b --since 6h
   ranklog triage --log_dir /tmp/ray/session_latest/logs
-  ranklog triage --archive https://archive:8470 --token-file token --json | jq .verdict
+  ranklog triage --archive https://archive:8470 --token-file token --format json | jq .verdict
   ranklog triage --archive /srv/ranklog --annotate https://archive:8470 --token-file token  # Grafana annotation"""
 
 
@@ -34,7 +39,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     add_source_flags(parser)
     add_engine_flags(parser)
     add_selection_flags(parser)
-    parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    add_output_flags(parser, FORMATS, PIPED)
     parser.add_argument("--annotate", metavar="URL",
                         help="also post the verdict to the archive at URL as a format=\"triage\" record: an annotation "
                              "on the Grafana training dashboard (token from --token-file or $RANKLOG_TOKEN)")
@@ -62,20 +67,15 @@ def run_triage(args: argparse.Namespace):
 
 
 def main(args: argparse.Namespace) -> int:
-    import json
-    import sys
 
-    from ranklog.triage.present import make_console, render, to_dict
+    from ranklog.triage.present import make_console, render, to_dict, triage_lines, triage_rows
 
+    fmt = chosen_format(args, FORMATS, PIPED)
     result = run_triage(args)
     if getattr(args, "annotate", None):
         from ranklog.query.sources import read_token
         from ranklog.triage.annotation import post_verdict
 
         post_verdict(args.annotate, read_token(args.token_file), result)
-    if args.json:
-        json.dump(to_dict(result), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        render(result, make_console())
+    emit(args, to_dict(result), fmt, table=lambda _: render(result, make_console()), raw=triage_lines, rows=triage_rows)
     return 0

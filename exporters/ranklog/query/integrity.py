@@ -139,13 +139,8 @@ def render_integrity(report: dict[str, Any], max_rows: int = 50) -> None:
     from rich.table import Table
 
     console = Console()
-    verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]RECORDS MISSING[/]"
-    console.print(f"{verdict}: {report['records']} records, {report['processes']} logger processes, "
-                  f"{report['sources']} sources; {report['missing_records']} missing in "
-                  f"{report['seq_gap_count']} seq gap(s), {report['offset_problem_count']} offset problem(s), "
-                  f"{report['parse_error_total']} parse error(s), {report['restarts']} process restart(s), "
-                  f"{report['inferred_ts_total']} record(s) with an inferred time, "
-                  f"{report['agent_lost_bytes']} byte(s) lost on nodes (agent-reported)")
+    verdict, rest = integrity_summary(report).split(":", 1)
+    console.print(f"[bold {'green' if report['ok'] else 'red'}]{verdict}[/]:{rest}", highlight=False)
     if report["seq_gaps"]:
         table = Table(title="seq gaps", header_style="bold", title_justify="left")
         for name in ("host", "pid", "rank", "file", "after seq", "next seq", "missing", "between"):
@@ -176,3 +171,34 @@ def render_integrity(report: dict[str, Any], max_rows: int = 50) -> None:
         for row in report["parse_errors"][:max_rows]:
             table.add_row(row["host"], row["source"], row["format"], str(row["errors"]))
         console.print(table)
+
+
+PROBLEM_COLUMNS = ("kind", "host", "source", "source_id", "format", "pid", "job", "rank", "file", "after_seq",
+                   "next_seq", "missing", "after_ts", "next_ts", "problem", "first_offset", "duplicate_offsets",
+                   "reason", "lost_bytes", "events", "errors", "records")
+_PROBLEMS = (("seq_gap", "seq_gaps"), ("offset", "offset_problems"), ("agent_loss", "agent_losses"),
+             ("parse_error", "parse_errors"), ("inferred_ts", "inferred_ts"))
+
+
+def integrity_summary(report: dict[str, Any]) -> str:
+    return (f"{'OK' if report['ok'] else 'RECORDS MISSING'}: {report['records']} records, {report['processes']} "
+            f"logger processes, {report['sources']} sources; {report['missing_records']} missing in "
+            f"{report['seq_gap_count']} seq gap(s), {report['offset_problem_count']} offset problem(s), "
+            f"{report['parse_error_total']} parse error(s), {report['restarts']} process restart(s), "
+            f"{report['inferred_ts_total']} record(s) with an inferred time, "
+            f"{report['agent_lost_bytes']} byte(s) lost on nodes (agent-reported)")
+
+
+def integrity_rows(report: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every problem listed in the report as one CSV row, its kind first (``--format csv``)."""
+    rows = [{"kind": kind, **row} for kind, key in _PROBLEMS for row in report[key]]
+    columns = list(dict.fromkeys([*PROBLEM_COLUMNS, *(name for row in rows for name in row)]))
+    return columns, rows
+
+
+def integrity_lines(report: dict[str, Any]) -> list[str]:
+    """The report as plain text (``--format raw``): the summary, then one line per problem."""
+    lines = [integrity_summary(report)]
+    for row in integrity_rows(report)[1]:
+        lines.append(" ".join(f"{k}={v}" for k, v in row.items() if v is not None))
+    return lines

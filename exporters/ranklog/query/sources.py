@@ -110,9 +110,12 @@ class ArchiveSource:
 
         if not is_uri(location):
             if not os.path.isdir(location):
-                raise UserError(f"archive {location}: no such directory")
+                raise UserError(f"archive {location}: no such directory{_url_hint(location)}")
             if not os.access(location, os.R_OK | os.X_OK):
                 raise UserError(f"archive {location}: permission denied")
+            if not holds_partitions(location) and looks_like_log_dir(location):
+                raise UserError(f"{location} is a raw log folder, not an archive (it holds log files and no "
+                                f"date=…/hour=… partitions): read it with --log_dir {location}")
         try:
             filesystem, root = open_root(location, s3)
             info = filesystem.get_file_info(root)
@@ -193,6 +196,40 @@ class ArchiveSource:
         return f"archive {self.label}"
 
 
+def _url_hint(location: str) -> str:
+    """`; did you mean http://HOST:PORT?` for an --archive value that reads as an address."""
+    import re
+
+    if re.fullmatch(r"(\[[0-9a-fA-F:]+\]|[\w.-]+):\d{1,5}(/.*)?", location):
+        return f" (did you mean http://{location} for a running archive?)"
+    return ""
+
+
+def holds_partitions(path: str) -> bool:
+    """Whether a local directory has the archive's ``date=YYYY-MM-DD`` partitions at its top."""
+    try:
+        with os.scandir(path) as entries:
+            return any(DATE_DIR.match(entry.name) and entry.is_dir() for entry in entries)
+    except OSError:
+        return False
+
+
+def looks_like_log_dir(path: str, budget: int = 2000) -> bool:
+    """Whether a walk of at most `budget` entries under `path` meets a log file ranklog recognises."""
+    from ..parse.detection import detect
+
+    seen = 0
+    for root, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in names:
+            seen += 1
+            if detect(os.path.join(root, name)) is not None:
+                return True
+            if seen >= budget:
+                return False
+    return False
+
+
 class LogDirSource:
     """A raw log directory, parsed with the agent's format recognition (no service needed)."""
 
@@ -205,6 +242,9 @@ class LogDirSource:
             raise UserError(f"log directory {path}: not a directory")
         if not os.access(path, os.R_OK | os.X_OK):
             raise UserError(f"log directory {path}: permission denied")
+        if holds_partitions(path):
+            raise UserError(f"{path} is an archive root (date=…/hour=… partitions of Parquet), not a raw log "
+                            f"folder: read it with --archive {path}")
         self.path = path
         # Parsed with its real path, so `source` is the same however the directory was named
         # (./logs, a symlink) and matches what an agent reading the same files records.

@@ -113,3 +113,25 @@ def render_stats(stats: dict[str, Any], max_rows: int = 64) -> None:
     table("per node", "host", stats["by_host"], True)
     table("per rank", "rank", stats["by_rank"], True)
     table(f"over time ({stats['bucket_seconds']}s buckets)", "start", stats["over_time"], False)
+
+
+_DISTRIBUTIONS = (("level", "by_level"), ("host", "by_host"), ("rank", "by_rank"), ("start", "over_time"))
+STATS_COLUMNS = ["distribution", "key", "records", "share", "errors"]
+
+
+def stats_rows(stats: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The four distributions as one CSV (``--format csv``): distribution, key, records, share, errors."""
+    rows = [{"distribution": name if name != "start" else "time", "key": row[name], "records": row["records"],
+             "share": row.get("share"), "errors": row.get("errors")}
+            for name, key in _DISTRIBUTIONS for row in stats[key]]
+    return STATS_COLUMNS, rows
+
+
+def stats_lines(stats: dict[str, Any]) -> list[str]:
+    """The distributions as plain text (``--format raw``), every row (nothing cut)."""
+    lines = [f"{stats['total']} records"]
+    for row in stats_rows(stats)[1]:
+        share = f" {100 * row['share']:.1f}%" if row["share"] is not None else ""
+        errors = f" errors={row['errors']}" if row["errors"] is not None else ""
+        lines.append(f"{row['distribution']} {row['key'] if row['key'] is not None else '-'} {row['records']}{share}{errors}")
+    return lines

@@ -111,3 +111,34 @@ def render_trace(report: dict[str, Any]) -> None:
                       f"to {slowest['to']} at {slowest['at']}")
     if report["truncated"]:
         console.print(f"[yellow]only the first {MAX_RECORDS} records are shown[/]")
+
+
+TIMELINE_COLUMNS = ["ts", "delta_ms", "node_delta_ms", "hop", "node", "level", "host", "ip", "rank", "pid", "role",
+                    "logger", "step", "msg", "source", "offset"]
+
+
+def trace_lines(report: dict[str, Any]) -> list[str]:
+    """The trace as plain text (``--format raw``): a heading, one uncut line per record (its message's
+    first line; the time since the previous record), each node/rank's summary and the slowest step."""
+    if not report["records"]:
+        return [f"no records with trace id {report['trace_id']}"]
+    lines = [f"trace {report['trace_id']}: {report['records']} records on {report['nodes']} node/rank(s), "
+             f"{_ms(report['duration_ms']).lstrip('+')} from {report['start']} to {report['end']}"]
+    for row in report["timeline"]:
+        first = (row["msg"] or "").split("\n", 1)[0]
+        lines.append(f"{row['ts']} {_ms(row['delta_ms']) or '+0'} {row['node']} {row['level']} {first}")
+    for group in report["groups"]:
+        lines.append(f"node/rank {group['node']}: {group['records']} records, {group['first']} .. {group['last']}, "
+                     f"largest gap {_ms(group['max_gap_ms']).lstrip('+')}")
+    slowest = report["slowest_step"]
+    if slowest is not None and report["records"] > 2:
+        lines.append(f"slowest {'hop' if slowest['hop'] else 'step'}: {_ms(slowest['delta_ms']).lstrip('+')} "
+                     f"from {slowest['from']} to {slowest['to']} at {slowest['at']}")
+    if report["truncated"]:
+        lines.append(f"only the first {MAX_RECORDS} records are shown")
+    return lines
+
+
+def trace_rows(report: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The timeline as CSV columns and rows (``--format csv``)."""
+    return TIMELINE_COLUMNS, report["timeline"]

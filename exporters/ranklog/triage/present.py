@@ -205,3 +205,44 @@ def render(triage: Triage, console: Console) -> None:
     console.print(f"[dim]{len(ev.ranked_processes())} ranks on {len({p.host for p in ev.processes})} nodes, "
                   f"{sum(p.records for p in ev.processes):,} records; triage took "
                   f"{triage.timings.get('total', 0.0):.2f}s[/]")
+
+
+TIMELINE_COLUMNS = ["rank", "host", "ts", "corrected_ts", "category", "signature", "consequence", "level", "step",
+                    "template"]
+
+
+def triage_rows(document: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The first error of each rank, in clock-corrected order, as CSV columns and rows (``--format csv``)."""
+    return TIMELINE_COLUMNS, document["evidence"]["timeline"]
+
+
+def triage_lines(document: dict[str, Any]) -> list[str]:
+    """The result of :func:`to_dict` as plain uncut text (``--format raw``, the default when piped):
+    the verdict first, then every template and every rank's first error, one line each."""
+    v, ev = document["verdict"], document["evidence"]
+    failed = v["status"] == "failure"
+    lines = [("ROOT CAUSE: " if failed else "VERDICT: ") + v["summary"]]
+    if failed:
+        lines.append(f"category: {v['category']}  ranks: {v['ranks_text'] or '-'}  nodes: {', '.join(v['hosts']) or '-'}"
+                     f"  confidence: {v['confidence']}")
+    else:
+        lines.append(f"confidence: {v['confidence']}")
+    lines += [f"reason: {reason}" for reason in v["reasons"]]
+    decisive = v["decisive"]
+    if decisive is not None:
+        lines.append(f"decisive record: {decisive['ts']} {decisive['host']} rank {decisive['rank']} "
+                     f"{decisive['level']} {decisive['source'] or ''}".rstrip())
+        lines += [f"  {line}" for line in (decisive["msg"] or "").rstrip().splitlines()]
+        lines += [f"  {line}" for line in (decisive["exc"] or "").rstrip().splitlines()]
+    lines += [f"before: {line['ts']} {line['level']} {(line['msg'] or '').splitlines()[0] if line['msg'] else ''}"
+              for line in v["before"]]
+    lines += [f"note: {note}" for note in ev["notes"]]
+    for group in ev["templates"]:
+        lines.append(f"template: ranks {group['ranks'] or '-'} count {group['count']} {group['category'] or '-'}"
+                     f"{' (consequence)' if group['consequence'] else ''}: {group['template']}")
+    for inc in ev["timeline"]:
+        lines.append(f"first error: {inc['corrected_ts']} {inc['host']} rank {inc['rank']} "
+                     f"{inc['category'] or inc['level']}{' (consequence)' if inc['consequence'] else ''}: "
+                     f"{(inc['template'] or '').splitlines()[0] if inc['template'] else ''}")
+    lines.append(f"{ev['ranks']} ranks on {len(ev['hosts'])} nodes, {ev['records']:,} records")
+    return lines
