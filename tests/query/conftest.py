@@ -41,3 +41,11 @@ def archive_root(parsed: pa.Table, tmp_path_factory: pytest.TempPathFactory) -> 
     root = tmp_path_factory.mktemp("archive")
     write_archive(parsed, root, files_per_hour=2)
     return root
+
+
+@pytest.fixture(scope="session")
+def everyday_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """(log directory, archive root, trace id) of a small real job written now (tests.helpers.everyday_job)."""
+    from tests.helpers.everyday_job import job_logs_and_archive
+
+    return job_logs_and_archive(tmp_path_factory.mktemp("everyday"))

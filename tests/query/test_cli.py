@@ -65,12 +65,15 @@ def test_count_limit_format_and_sort(archive_root):
     assert table.returncode == 0 and "3 records" in table.stdout and "CRITICAL" in table.stdout
 
 
-def test_empty_result_is_success_with_header_only_csv(archive_root, tmp_path):
+def test_empty_result_exits_1_with_header_only_csv(archive_root, tmp_path):
+    """Nothing matched: the file is still written (a header), stderr says so, and the exit status is 1
+    (grep's rule, docs/cli.md), for an export and a count alike."""
     out = tmp_path / "none.csv"
     proc = run("query", "--archive", str(archive_root), "--contains", "never logged 51c2", "--output", str(out))
-    assert proc.returncode == 0 and "wrote 0 records" in proc.stderr
+    assert proc.returncode == 1 and "wrote 0 records" in proc.stderr and "no records matched" in proc.stderr
     assert out.read_text().splitlines() == [out.read_text().splitlines()[0]]
-    assert run("query", "--archive", str(archive_root), "--contains", "never 51c2", "--count").stdout.strip() == "0"
+    count = run("query", "--archive", str(archive_root), "--contains", "never 51c2", "--count")
+    assert count.stdout.strip() == "0" and count.returncode == 1
 
 
 @pytest.mark.parametrize("args, message", [

@@ -36,6 +36,7 @@ from .query_api import QueryEndpoint
 from .shippers.dispatch import INGEST, LOKI_PUSH, OTLP_LOGS
 from .shippers.endpoints import answer, request_code, stored_body
 from .storage import DiskProbe, Storage
+from .tail_api import TailEndpoint
 from .verdicts.routes import AlertRoutes
 from .wal import WalFailure
 
@@ -204,6 +205,7 @@ def routes() -> list[Route]:
         Route("/openapi.json", openapi, methods=["GET"]),
         # (a bound method: Starlette treats a callable object as a raw ASGI app, a method as a handler)
         Route("/v1/query", QueryEndpoint(_archive_root, authorize).handle, methods=["GET", "POST"]),
+        Route("/v1/tail", TailEndpoint(_archive_root, authorize).handle, methods=["POST"]),
         *LokiAPI(_archive_root, authorize).routes(),
         *AlertRoutes(authorize).routes(),
     ]

@@ -138,13 +138,9 @@ def _parse_file(file_path: str, detected, read_time_ns: int) -> Iterator[tuple[p
         _log.warning("skipping %s: %s", file_path, exc.strerror)
         return
     try:
-        source_id = _source_id(fd, detected.fields.get("host") or "unknown", file_path)
-        if source_id is None:  # empty file
+        ctx = file_context(fd, file_path, detected)
+        if ctx is None:  # empty file
             return
-        fields = {k: v for k, v in detected.fields.items() if k != "host"}
-        ctx = SourceContext(source=file_path, source_id=source_id, format=detected.format,
-                            host=detected.fields.get("host") or "unknown", ip="unknown", fields=fields,
-                            mtime_ns=os.fstat(fd).st_mtime_ns)
         offset, carry = 0, b""
         with os.fdopen(os.dup(fd), "rb") as handle:
             while True:
@@ -163,6 +159,17 @@ def _parse_file(file_path: str, detected, read_time_ns: int) -> Iterator[tuple[p
         _log.warning("stopped reading %s: %s", file_path, exc.strerror)
     finally:
         os.close(fd)
+
+
+def file_context(fd: int, file_path: str, detected: Detected) -> SourceContext | None:
+    """The parse context of an open file as this module reads it (None while the file is empty)."""
+    source_id = _source_id(fd, detected.fields.get("host") or "unknown", file_path)
+    if source_id is None:
+        return None
+    fields = {k: v for k, v in detected.fields.items() if k != "host"}
+    return SourceContext(source=file_path, source_id=source_id, format=detected.format,
+                         host=detected.fields.get("host") or "unknown", ip="unknown", fields=fields,
+                         mtime_ns=os.fstat(fd).st_mtime_ns)
 
 
 def _source_id(fd: int, host: str, file_path: str) -> str | None:

@@ -289,21 +289,27 @@ def _relisting(scan_once: Callable[[], Iterator[_Item]]) -> Iterator[_Item]:
 
 
 # -- raw log directory ------------------------------------------------------------------------------------
+def parsed_matches(tables: Iterable[pa.Table | pa.RecordBatch], spec: QuerySpec,
+                   wanted: list[str]) -> Iterator[pa.RecordBatch]:
+    """The rows of parsers' output (`tables`) that match `spec`, as batches of the `wanted` columns."""
+    expression = spec.expression()
+    for table in tables:
+        table = conform(table)
+        if expression is not None:
+            table = table.filter(expression)
+        for batch in table.select(wanted).to_batches():
+            batch = spec.python_filter(batch)
+            if batch.num_rows:
+                yield batch
+
+
 def _scan_log_dir(source: Any, spec: QuerySpec, columns: list[str]) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa
 
-    expression = spec.expression()
     wanted = _internal_columns(spec, columns, dedup=False)
 
     def matches() -> Iterator[pa.RecordBatch]:
-        for table in source.tables():
-            table = conform(table)
-            if expression is not None:
-                table = table.filter(expression)
-            for batch in table.select(wanted).to_batches():
-                batch = spec.python_filter(batch)
-                if batch.num_rows:
-                    yield batch
+        return parsed_matches(source.tables(), spec, wanted)
 
     if not spec.order:
         yield from matches()
@@ -349,13 +355,20 @@ def scan(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> 
         yield batch.select(selected) if batch.schema.names != selected else batch
 
 
+def schema_of(columns: Iterable[str]) -> pa.Schema:
+    """The record schema narrowed to `columns`, in their order."""
+    import pyarrow as pa
+
+    return pa.schema([arrow_schema().field(name) for name in columns])
+
+
 def read(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> pa.Table:
     """All matching records as one table (use :func:`scan` for results that may be large)."""
     import pyarrow as pa
 
     selected = check_columns(columns)
     batches = list(scan(source, spec, selected))
-    schema = pa.schema([arrow_schema().field(name) for name in selected])
+    schema = schema_of(selected)
     return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .filter_arrow import literal_alternatives
@@ -18,18 +19,25 @@ def to_spec(selector: LogSelector, start_ns: int, end_ns: int, **extra: Any) -> 
     """The engine's spec for `selector` over [start_ns, end_ns). The first ``|=`` and the first
     ``|~`` become the spec's ``contains``/``regex``, so a search takes the indexed text path;
     ``label=~".*"`` matchers select everything and are left out."""
-    contains = regex = None
-    rest: list[tuple[str, str]] = []
+    return with_selector(QuerySpec(start_ns=start_ns, end_ns=max(end_ns, start_ns + 1), **extra), selector)
+
+
+def with_selector(spec: QuerySpec, selector: LogSelector) -> QuerySpec:
+    """`spec` narrowed by `selector` too (``ranklog query '{rank="2"} |= "NCCL"' --level ERROR``): its
+    first ``|=`` / ``|~`` take the indexed ``contains`` / ``regex`` when the spec has none."""
+    contains, regex = spec.contains, spec.regex
+    rest: list[tuple[str, str]] = list(spec.line_filters)
     for op, pattern in selector.line_filters:
-        if op == "|=" and contains is None and pattern:
+        if op == "|=" and contains is None and pattern and not spec.ignore_case:
             contains = pattern
-        elif op == "|~" and regex is None:
+        elif op == "|~" and regex is None and not spec.ignore_case:
             regex = pattern
         else:
             rest.append((op, pattern))
     matchers = tuple(m for m in selector.label_matchers if not (m[1] == "=~" and m[2] in MATCH_ALL))
-    return QuerySpec(start_ns=start_ns, end_ns=max(end_ns, start_ns + 1), contains=contains, regex=regex,
-                     label_matchers=matchers, line_filters=tuple(rest), trace_ids=_trace_ids(matchers), **extra)
+    return dataclasses.replace(spec, contains=contains, regex=regex, line_filters=tuple(rest),
+                               label_matchers=spec.label_matchers + matchers,
+                               trace_ids=spec.trace_ids or _trace_ids(matchers))
 
 
 def _trace_ids(matchers: tuple[tuple[str, str, str], ...]) -> tuple[str, ...]:

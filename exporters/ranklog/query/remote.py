@@ -104,6 +104,30 @@ class RemoteSource:
         if cap is not None and rows >= int(cap) and (spec.limit is None or spec.limit > int(cap)):
             print(f"ranklog: the archive capped the result at {cap} rows (server limit)", file=sys.stderr)
 
+    def follow(self, spec: QuerySpec, columns: list[str], tail: int) -> Iterator[pa.RecordBatch]:
+        """``/v1/tail``: the last `tail` records, then new ones as the archive stores them (empty
+        heartbeat batches from the server are dropped here)."""
+        import httpx
+        import pyarrow as pa
+
+        body = {"spec": spec.to_dict(), "columns": columns, "tail": tail}
+        try:
+            # No read timeout beyond a minute: the server sends a heartbeat batch every look.
+            with httpx.Client(timeout=httpx.Timeout(60.0, connect=10.0)) as client, \
+                    client.stream("POST", f"{self.url}/v1/tail", json=body, headers=self._headers()) as response:
+                if response.status_code == 404:
+                    raise UserError(f"archive {self.url} has no /v1/tail endpoint (an older ranklog archive?): "
+                                    "query it without --follow")
+                self._check(response)
+                reader = pa.ipc.open_stream(io.BufferedReader(_ResponseStream(response), 1 << 16))
+                for batch in reader:
+                    if batch.num_rows:
+                        yield batch
+        except httpx.HTTPError as exc:
+            raise UserError(f"lost archive {self.url}: {exc}") from None
+        except pa.ArrowInvalid as exc:
+            raise UserError(f"archive {self.url} sent a broken answer: {exc}") from None
+
     def count(self, spec: QuerySpec) -> int:
         import httpx
 

@@ -1,0 +1,95 @@
+"""Following a raw log directory: the records its files gain while they are written (``ranklog query
+--log_dir DIR --follow``), parsed as :mod:`.directory` reads them.
+
+Each :meth:`DirectoryFollower.poll` lists the directory again (new files join), reads what every file
+gained since the last poll and parses it from where the last parse stopped (the pending record kept,
+the parser state carried), so nothing is read or shown twice. A record that may still grow (a
+traceback can follow it) is complete once the next record starts, or after :data:`IDLE_FINAL`
+seconds without growth — the agent's rule (``idle_final``). A file that shrank was truncated and is
+read again from its start, as is a path now holding another file (a new inode).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from . import parse
+from .contract import Detected, SourceContext
+from .directory import CHUNK_BYTES, file_context, list_log_files
+
+IDLE_FINAL = 0.5
+
+
+@dataclass
+class _Cursor:
+    """Where the parse of one file stands."""
+
+    path: str
+    detected: Detected
+    inode: tuple[int, int]
+    ctx: SourceContext | None = None
+    offset: int = 0  # file offset of `carry`'s first byte: what the parser has consumed up to
+    carry: bytes = b""  # read but not consumed yet (a pending record, a partial line)
+    read_to: int = 0  # bytes of the file read so far
+    grew_at: float = field(default_factory=time.monotonic)
+
+    def advance(self, size: int, now: float) -> list[pa.RecordBatch]:
+        out: list[pa.RecordBatch] = []
+        if size > self.read_to:
+            try:
+                with open(self.path, "rb") as handle:
+                    if self.ctx is None:
+                        self.ctx = file_context(handle.fileno(), self.path, self.detected)
+                        if self.ctx is None:
+                            return out
+                    handle.seek(self.read_to)
+                    while self.read_to < size:
+                        block = handle.read(min(CHUNK_BYTES, size - self.read_to))
+                        if not block:
+                            break
+                        self.read_to += len(block)
+                        out += self._parse(self.carry + block, final=False)
+            except OSError:
+                return out  # gone or unreadable since the listing: the next poll decides
+            self.grew_at = now
+        elif self.carry and self.ctx is not None and now - self.grew_at >= IDLE_FINAL:
+            out += self._parse(self.carry, final=True)
+        return out
+
+    def _parse(self, data: bytes, final: bool) -> list[pa.RecordBatch]:
+        assert self.ctx is not None
+        result = parse(data, self.offset, self.ctx, final=final, read_time_ns=time.time_ns())
+        self.offset += result.consumed
+        self.carry = data[result.consumed:]
+        return [result.batch] if result.batch.num_rows else []
+
+
+class DirectoryFollower:
+    """The records a raw log directory gains, poll after poll (the first poll: everything so far)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._cursors: dict[str, _Cursor] = {}
+
+    def poll(self, now: float | None = None) -> list[pa.RecordBatch]:
+        now = time.monotonic() if now is None else now
+        out: list[pa.RecordBatch] = []
+        listed = list_log_files(self.path)
+        for file_path, detected, _ in listed:
+            try:
+                st = os.stat(file_path)
+            except OSError:
+                continue
+            inode = (st.st_dev, st.st_ino)
+            cursor = self._cursors.get(file_path)
+            if cursor is None or cursor.inode != inode or st.st_size < cursor.read_to:
+                cursor = self._cursors[file_path] = _Cursor(file_path, detected, inode)
+            out += cursor.advance(st.st_size, now)
+        present = {file_path for file_path, _, _ in listed}
+        for gone in set(self._cursors) - present:
+            del self._cursors[gone]
+        return out
