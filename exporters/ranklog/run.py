@@ -9,7 +9,8 @@ child's. Logger names are ``stdout`` and ``stderr``; records below ``--level`` a
 (``RANKLOG_LOG_DIR``, ``RANKLOG_FORMAT``, ``RANKLOG_LEVEL``, ``RANKLOG_ROTATION``,
 ``RANKLOG_RETENTION``, ``RANKLOG_ENABLED``, and ``RANKLOG_JOB`` when known), so a child that also
 uses ``ranklog.get_logger`` writes next to the wrapper's file with the same settings; rank variables and
-``RANKLOG_TRACE_CONTEXT`` pass through untouched. ``PYTHONUNBUFFERED=1`` is set unless the
+``RANKLOG_TRACE_CONTEXT`` pass through untouched; ``RANKLOG_CONSOLE=off`` (unless set) keeps the child's
+ranklog loggers from echoing warnings that would be captured a second time. ``PYTHONUNBUFFERED=1`` is set unless the
 environment sets it: a Python child would otherwise hold stdout in a 8 KiB buffer (its stdout is
 a pipe), delaying records, skewing their time and losing the tail when the child is killed.
 
@@ -162,6 +163,9 @@ class Runner:
         if config.job:
             env["RANKLOG_JOB"] = config.job
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # The child's ranklog loggers write their own records: their console echo would be captured here
+        # as a second copy of each warning.
+        env.setdefault("RANKLOG_CONSOLE", "off")
         return env
 
     def run(self) -> int:

@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from . import context, process_identity
+from .console import echo, has_console_handler
 from .logger import configure, current_config, ensure_configured
 from .records import record_exc, record_extra, submit_record
 from .render import Renderer
@@ -47,6 +48,9 @@ class RanklogHandler(logging.Handler):
             return
         try:
             submit_record(sink, record)
+            if record.levelno >= config.console_levelno and not has_console_handler(
+                    logging.root if record.name == "root" else logging.getLogger(record.name), RanklogHandler):
+                echo(record.levelno, record.name, record.msg, record.args, record_exc(record))
         except Exception:
             self.handleError(record)
 

@@ -7,7 +7,8 @@ logs without touching code; explicit arguments in code are the most specific and
 
 Environment variables: ``RANKLOG_ENABLED``, ``RANKLOG_LEVEL``, ``RANKLOG_FORMAT``,
 ``RANKLOG_LOG_DIR``, ``RANKLOG_ROTATION``, ``RANKLOG_RETENTION``, ``RANKLOG_JOB`` (the job is read
-by :mod:`ranklog.log.process_identity`), ``RANKLOG_QUEUE_SIZE``, ``RANKLOG_FLUSH_INTERVAL``.
+by :mod:`ranklog.log.process_identity`), ``RANKLOG_QUEUE_SIZE``, ``RANKLOG_FLUSH_INTERVAL``,
+``RANKLOG_CONSOLE`` (the stderr echo: :mod:`ranklog.log.console`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from ..record import normalize_level
 
 LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_LOG_DIR = "./ranklog-logs"
+
+
+def _console_level(value: object) -> str:
+    """`off` (also false/none/no) or a level name: how much the logger echoes to stderr."""
+    if isinstance(value, bool) or str(value).strip().lower() in ("off", "none", "no", "false", "0"):
+        return "OFF" if value is not True else "WARNING"
+    return _level_name(value)
 
 
 def _level_name(value: object) -> str:
@@ -47,6 +55,9 @@ class LoggingConfig:
     retention: float = field(default=7 * 86400.0, metadata={"unit": "duration",
                                                             "help": "delete parts older than this (0 keeps all)"})
     job: str | None = field(default=None, metadata={"help": "job id (default: from the launcher's environment)"})
+    console: str = field(default="WARNING", metadata={
+        "parse": _console_level, "help": "also echo records from this level on to stderr, as stdlib's default "
+                                         "console does (DEBUG … CRITICAL, or off)"})
     queue_size: int = field(default=65536, metadata={"help": "records below WARNING beyond this are dropped"})
     flush_interval: float = field(default=0.2, metadata={"unit": "duration",
                                                          "help": "longest time a record waits before it is written"})
@@ -54,6 +65,8 @@ class LoggingConfig:
     def validate(self) -> None:
         if self.level not in LEVEL_NAMES:
             raise ValueError(f"level: {self.level!r} is not one of {', '.join(LEVEL_NAMES)}")
+        if self.console not in (*LEVEL_NAMES, "OFF"):
+            raise ValueError(f"console: {self.console!r} is not off or one of {', '.join(LEVEL_NAMES)}")
         if self.rotation < 4096:
             raise ValueError(f"rotation: {self.rotation} bytes is too small (at least 4096)")
         if self.retention < 0:
@@ -67,11 +80,16 @@ class LoggingConfig:
     def levelno(self) -> int:
         return (LEVEL_NAMES.index(self.level) + 1) * 10
 
+    @property
+    def console_levelno(self) -> int:
+        """The lowest level echoed to stderr (100: none)."""
+        return 100 if self.console == "OFF" else (LEVEL_NAMES.index(self.console) + 1) * 10
+
 
 _ENV_KEYS = {
     "enabled": "RANKLOG_ENABLED", "level": "RANKLOG_LEVEL", "format": "RANKLOG_FORMAT", "log_dir": "RANKLOG_LOG_DIR",
     "rotation": "RANKLOG_ROTATION", "retention": "RANKLOG_RETENTION", "job": "RANKLOG_JOB",
-    "queue_size": "RANKLOG_QUEUE_SIZE", "flush_interval": "RANKLOG_FLUSH_INTERVAL",
+    "queue_size": "RANKLOG_QUEUE_SIZE", "flush_interval": "RANKLOG_FLUSH_INTERVAL", "console": "RANKLOG_CONSOLE",
 }
 
 

@@ -7,8 +7,9 @@ straight to the sink's queue. A :class:`logging.LogRecord` is built only when th
 filters other than :class:`SamplingFilter`, handlers of its own, or ``stack_info=True``.
 
 These loggers live outside ``logging``'s hierarchy and do not propagate to the root logger, so a
-record is written once even after :func:`ranklog.install` made the root logger structured; to also
-see them on the console, add a handler to the logger. With ``enabled: false`` they behave exactly
+record is written once even after :func:`ranklog.install` made the root logger structured; records
+from WARNING on are also echoed to stderr (the ``console`` key, :mod:`.console`), and a handler
+added to the logger sees every record. With ``enabled: false`` they behave exactly
 like plain stdlib loggers (propagate to the root, nothing written by ranklog), so a script keeps
 its normal output when ranklog is switched off.
 """
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import context
+from .console import echo
 from .log_config import LoggingConfig, resolve
 from .records import format_exc, submit_record
 from .sampling import SamplingFilter
@@ -32,6 +34,7 @@ _config: LoggingConfig | None = None
 _sink: Sink | None = None
 _loggers: dict[str, RanklogLogger] = {}
 _NEVER = 100
+_echo_at = _NEVER  # records from this level on are also echoed to stderr (.console)
 
 
 def _level_method(levelno: int, name: str) -> Callable[..., None]:
@@ -49,6 +52,8 @@ def _level_method(levelno: int, name: str) -> Callable[..., None]:
                 _sink.submit(levelno, self.name, msg, args, None, extra, ctx.trace_id if ctx is not None else None)
             else:
                 self._rl_emit(levelno, msg, args, exc_info, extra, stack_info, stacklevel)
+            if levelno >= _echo_at:
+                echo(levelno, self.name, msg, args, format_exc(exc_info) if exc_info else None)
         elif self._rl_passthrough:
             self._rl_log(levelno, msg, args, exc_info, extra, stack_info, stacklevel + 1)
 
@@ -177,6 +182,8 @@ class RanklogLogger(logging.Logger):
             raise TypeError("level must be an integer")
         if level >= self._rl_threshold:
             self._rl_emit(level, msg, args, exc_info, extra, stack_info, stacklevel)
+            if level >= _echo_at:
+                echo(level, self.name, msg, args, format_exc(exc_info) if exc_info else None)
         elif self._rl_passthrough:
             self._rl_log(level, msg, args, exc_info, extra, stack_info, stacklevel + 1)
 
@@ -211,7 +218,7 @@ def configure(config: LoggingConfig | dict[str, Any] | str | None = None, **over
     settings flushes the current file and continues with the new settings. SIGTERM, when it still
     has its default action, is made to flush before the process dies (:mod:`.termination`).
     """
-    global _config, _sink
+    global _config, _sink, _echo_at
     new = resolve(config, **overrides)
     with _lock:
         context.reload_from_env()
@@ -220,6 +227,7 @@ def configure(config: LoggingConfig | dict[str, Any] | str | None = None, **over
                 _sink.close()
             _sink = Sink(new) if new.enabled else None
             _config = new
+        _echo_at = new.console_levelno if new.enabled else _NEVER
         for logger in _loggers.values():
             logger._rl_refresh()
     if new.enabled:
@@ -252,11 +260,12 @@ def flush(timeout: float = 10.0) -> bool:
 
 def shutdown(timeout: float = 10.0) -> None:
     """Write what is queued and close the file; the next log call or ``configure`` starts afresh."""
-    global _config, _sink
+    global _config, _sink, _echo_at
     with _lock:
         if _sink is not None:
             _sink.close(timeout)
         _sink = None
         _config = None
+        _echo_at = _NEVER
         for logger in _loggers.values():
             logger._rl_refresh()
