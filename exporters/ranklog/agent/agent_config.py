@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..config_loader import log_format_field, log_level_field
+from ..log.log_config import default_log_dir
 
 DEFAULT_TRAINING_METRICS = [
     "perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/max_memory_allocated_gb",
@@ -158,9 +159,11 @@ class AgentConfig:
         "help": "node name stamped on records (default: this host's name)", "show_default": False})
     ip: str = field(default_factory=default_ip, metadata={
         "help": "node address stamped on records (default: the address of the outbound route)", "show_default": False})
-    ranklog_log_dir: str = field(default_factory=lambda: os.environ.get("RANKLOG_LOG_DIR", "/var/log/ranklog"),
-                                 metadata={"help": "root of the ranklog preset (default: $RANKLOG_LOG_DIR, else "
-                                                   "/var/log/ranklog)", "show_default": False})
+    ranklog_log_dir: str = field(default_factory=lambda: os.environ.get("RANKLOG_LOG_DIR") or default_log_dir(),
+                                 metadata={"help": "root of the ranklog preset: where the ranklog logger and `ranklog "
+                                                   "run` write (default: $RANKLOG_LOG_DIR, else /var/log/ranklog where "
+                                                   "it exists, else $TMPDIR/ranklog or /tmp/ranklog)",
+                                           "show_default": False})
     ray_root: str = field(default="/tmp/ray", metadata={"help": "root of the ray preset (session_*/logs below)"})
     torchrun_log_dirs: list[str] = field(default_factory=lambda: ["/var/log/torchrun"],
                                          metadata={"help": "torchrun --log-dir roots of the torchrun preset"})

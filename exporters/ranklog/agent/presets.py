@@ -4,8 +4,9 @@ Each preset expands to sources with format ``auto``: the parser recognises the f
 file's name and layout (``ranklog.parse.detect``), the same recognition `query --log_dir` uses, so
 the presets also work on copies of these trees elsewhere when their roots are pointed there.
 
-- ``ranklog``: ``$RANKLOG_LOG_DIR`` (default ``/var/log/ranklog``), ``<job>/<host>/rank-R.pid-P.NNNN.jsonl``
-  (or ``.log``) as written by the ranklog library and ``ranklog run``.
+- ``ranklog``: ``$RANKLOG_LOG_DIR``, else the logger's own default (``/var/log/ranklog`` where it exists,
+  else ``/tmp/ranklog``: :func:`ranklog.log.log_config.default_log_dir`), ``<job>/<host>/rank-R.pid-P.NNNN.jsonl``
+  (or ``.log``) as written by the ranklog library and ``ranklog run``: out of the box they meet.
 - ``ray``: every ``.out``/``.err``/``.log`` directly in ``<ray_root>/session_*/logs/``: worker
   ``worker-<id>-<job>-<pid>.{out,err}``, ``python-core-*.log``, ``job-driver-*.log``, ``raylet.*``,
   ``gcs_server.*`` (``session_latest`` is a symlink to one of the sessions and is skipped so no file is

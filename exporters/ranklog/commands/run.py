@@ -7,11 +7,18 @@ import argparse
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     from ..config_loader import add_config_flags
-    from ..log.log_config import LoggingConfig
+    from ..log.log_config import LoggingConfig, resolve
 
+    try:
+        where = resolve().log_dir
+    except Exception:  # a bad RANKLOG_* variable: `ranklog run` itself reports it
+        where = "$RANKLOG_LOG_DIR"
     parser = argparse.ArgumentParser(
         prog=prog, description="Run a training command; capture its stdout/stderr as structured per-rank records "
-                               "(teed to the console unchanged). Exits with the command's exit status.",
+                               "(teed to the console unchanged). Exits with the command's exit status. "
+                               f"Records are written under {where}/<job>/<host>/ (--log-dir, $RANKLOG_LOG_DIR), "
+                               "where `ranklog agent --preset ranklog` on this machine reads them and "
+                               f"`ranklog query --log_dir {where}` finds them.",
         usage=f"{prog} [options] -- CMD [ARGS ...]")
     parser.add_argument("--config", help="YAML file with a logging: block (flags and RANKLOG_* override it)")
     add_config_flags(parser, LoggingConfig)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +35,21 @@ RETENTION_EVERY = 3600.0
 def file_name(identity: Identity, part: int, fmt: str) -> str:
     ext = "jsonl" if fmt == "json" else "log"
     return f"rank-{identity.path_rank}.pid-{identity.pid}.{part:04d}.{ext}"
+
+
+def shared_root(log_dir: Path) -> None:
+    """The default root under the temp directory is made like ``/tmp`` itself (1777: anyone may add
+    a job directory, only its owner remove it) by whichever process creates it first, so every
+    user's jobs on a machine write there, as into Ray's ``/tmp/ray``."""
+    if log_dir.exists() or str(log_dir) != os.path.join(tempfile.gettempdir(), "ranklog"):
+        return
+    try:
+        log_dir.mkdir(parents=True)
+        os.chmod(log_dir, 0o1777)
+    except FileExistsError:
+        pass  # another rank made it first
+    except OSError:
+        pass  # the mkdir of the job directory reports what is wrong
 
 
 def directory(log_dir: str | os.PathLike[str], identity: Identity) -> Path:
@@ -73,6 +89,7 @@ class PartWriter:
 
     def _open_next(self) -> None:
         self.close()
+        shared_root(self.log_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.part = self._first_free_part() if self.part < 0 else self.part + 1
         while True:

@@ -14,6 +14,7 @@ by :mod:`ranklog.log.process_identity`), ``RANKLOG_QUEUE_SIZE``, ``RANKLOG_FLUSH
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -23,7 +24,21 @@ from ..errors import ConfigError
 from ..record import normalize_level
 
 LEVEL_NAMES = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-DEFAULT_LOG_DIR = "./ranklog-logs"
+NODE_LOG_DIR = "/var/log/ranklog"  # made by the ranklog_agent role and the node image
+
+
+def default_log_dir() -> str:
+    """Where ranklog files go when nothing says otherwise, and where the agent's ``ranklog`` preset reads:
+    :data:`NODE_LOG_DIR` on a node prepared for ranklog (it exists there), else ``ranklog`` in the temp
+    directory (``$TMPDIR``, else ``/tmp``), which every user may write, as Ray's ``/tmp/ray``.
+    ``$RANKLOG_LOG_DIR`` (and the ``log_dir`` key) choose another place for both sides."""
+    if os.path.isdir(NODE_LOG_DIR):
+        return NODE_LOG_DIR
+    return os.path.join(tempfile.gettempdir(), "ranklog")
+
+
+DEFAULT_LOG_DIR_HELP = (f"root of <job>/<host>/rank-R.pid-P.NNNN.jsonl (default: $RANKLOG_LOG_DIR, else {NODE_LOG_DIR} "
+                        "where it exists, else $TMPDIR/ranklog or /tmp/ranklog: where the agent's ranklog preset reads)")
 
 
 def _console_level(value: object) -> str:
@@ -50,7 +65,7 @@ class LoggingConfig:
     level: str = field(default="INFO", metadata={"choices": LEVEL_NAMES, "parse": _level_name,
                                                  "help": "lowest level written"})
     format: str = field(default="json", metadata={"choices": ("json", "text"), "help": "json lines or text lines"})
-    log_dir: str = field(default=DEFAULT_LOG_DIR, metadata={"help": "root of <job>/<host>/rank-R.pid-P.NNNN.jsonl"})
+    log_dir: str = field(default_factory=default_log_dir, metadata={"help": DEFAULT_LOG_DIR_HELP, "show_default": False})
     rotation: int = field(default=1_000_000_000, metadata={"unit": "size", "help": "start a new part past this size"})
     retention: float = field(default=7 * 86400.0, metadata={"unit": "duration",
                                                             "help": "delete parts older than this (0 keeps all)"})
