@@ -173,6 +173,17 @@ def _unreadable(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return fire, quiet
 
 
+def _source_invalid(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    def gauge(source: str) -> str:
+        return f'ranklog_agent_source_errors{{{_labels(instance=NODE1, job=AGENT_JOB, source=source)}}}'
+
+    fire = [Scenario("a typo in a source's format, skipped since the agent started", {gauge("sources[1]"): "1x20"},
+                     "10m", [{"instance": NODE1, "job": AGENT_JOB, "source": "sources[1]"}])]
+    quiet = [Scenario("every source valid (no series)", {**_up()}, "10m"),
+             Scenario("an agent restarted with the typo fixed", {gauge("sources[1]"): "1x3 _x17"}, "10m")]
+    return fire, quiet
+
+
 def _counter_moved(series: str, labels: dict[str, str], fires: tuple[str, str],
                    quiet: tuple[str, str]) -> tuple[list[Scenario], list[Scenario]]:
     """Cases of an alert on an agent counter that must never move. Fires: it moves; a restarted
@@ -271,6 +282,7 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
         "RanklogAgentDown": _down(AGENT_JOB, NODE1), "RanklogArchiveDown": _down(ARCHIVE_JOB, ARCHIVE),
         "RanklogShippingBacklogGrowing": _backlog, "RanklogOldestUnshippedTooOld": _oldest,
         "RanklogAgentUnreadablePaths": _unreadable, "RanklogAgentRecordsLost": _records_lost,
+        "RanklogAgentSourceInvalid": _source_invalid,
         "RanklogAgentUnexpectedDuplicates": _unexpected_duplicates,
         "RanklogAgentParseWorkerRestarted": _parse_worker_restarted,
         "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,

@@ -79,6 +79,7 @@ class Thresholds:
     oldest_unshipped_max: str = "15m"
     oldest_unshipped_for: str = "5m"
     unreadable_paths_for: str = "10m"  # a path the agent cannot read for this long (not a passing race)
+    source_errors_for: str = "1m"  # an agent skips a configured source (a typo does not fix itself)
     lost_records_window: str = "30m"  # an agent gave up on a record within this window: alert at once
     unexpected_duplicates_window: str = "30m"  # an archive claimed records the agent never sent: alert at once
     parse_worker_restarts_window: str = "30m"  # a parse worker of an agent died within this window: alert at once
@@ -299,6 +300,14 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"The ranklog agent on node {{{{ $labels.instance }}}} has been unable to read log files or "
               f"directories its sources match for {t.unreadable_paths_for} (reason {{{{ $labels.reason }}}}): "
               f"their logs are not collected. The agent's log names each path once.", "ranklog-agent.rules"),
+        Alert("RanklogAgentSourceInvalid",
+              f"max by (instance, job, source) (ranklog_agent_source_errors{{{agent}}}) > 0",
+              t.source_errors_for, "warning", "agent",
+              "ranklog agent on {{ $labels.instance }} skips a source: {{ $labels.source }} is invalid",
+              "The ranklog agent on node {{ $labels.instance }} skips its configured source "
+              "{{ $labels.source }} (an unknown format or preset, options its parser refuses, a relative glob): "
+              "the files it names are not collected; the other sources are shipped. The agent's log says why "
+              "at start; ranklog check-config finds it before a rollout.", "ranklog-agent.rules"),
         Alert("RanklogAgentRecordsLost",
               f"sum by (instance, job, reason) ({new_or_increase(f'ranklog_agent_lost_records_total{{{agent}}}', t.lost_records_window)}) > 0",
               "0m", "critical", "agent",

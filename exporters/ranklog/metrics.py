@@ -61,6 +61,11 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_agent_unreadable_paths", "gauge",
                "Paths matched by a source (or directories that may hold matches) the agent cannot read, by reason "
                "(permission, missing, not_a_file, error); each is named once in the agent's log.", ("reason",)),
+    MetricSpec("ranklog_agent_source_errors", "gauge",
+               "Configured sources (and presets) the agent skips because a value is invalid: an unknown format or "
+               "preset, options the parser refuses, a relative glob; 1 per source, labelled with its config key "
+               "(sources[2], source[0], preset:NAME). Each is named once in the agent's log at start; the other "
+               "sources are shipped.", ("source",)),
     MetricSpec("ranklog_agent_lost_bytes_total", "counter", "Bytes that vanished before they were shipped (file deleted or truncated).", ("reason",)),
     MetricSpec("ranklog_agent_quarantined_records_total", "counter", "Records an archive refused for good, re-sent as text records with attrs.ship_error."),
     MetricSpec("ranklog_agent_unexpected_duplicates_total", "counter",

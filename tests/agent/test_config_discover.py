@@ -48,8 +48,9 @@ def test_bad_key_fails_naming_it(tmp_path: Path) -> None:
     config.write_text("batch_bites: 3\n")
     with pytest.raises(ConfigError, match="batch_bites"):
         _cfg(tmp_path, "--config", str(config))
-    with pytest.raises(ConfigError, match="preset"):
-        _cfg(tmp_path, "--preset", "slurm")
+    # An unknown preset is a source the agent skips (tests/agent/test_bad_sources.py); check-config fails on it.
+    assert _cfg(tmp_path, "--preset", "slurm").source_problems() == [
+        ("preset:slurm", "preset: unknown preset 'slurm' (known: ranklog, ray, torchrun, verl)")]
 
 
 def test_cli_error_is_one_line(tmp_path: Path) -> None:

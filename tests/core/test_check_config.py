@@ -66,3 +66,44 @@ def test_kind_from_section_keys_or_flag(tmp_path):
     assert check(str(plain)).stdout.endswith("OK (archive config)\n")
     out = check("--kind", "agent", str(plain))
     assert out.returncode == 2 and "root: unknown key" in out.stderr
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ("sources: [{glob: '/data/*.log', format: verl-consol}]\n",
+     "sources[0].format: unknown format 'verl-consol' (did you mean 'verl-console'?"),
+    ("source: ['/data/*.log:jsn']\n", "source[0].format: unknown format 'jsn' (did you mean 'json'?"),
+    ("sources: [{glob: '/data/*.log', format: text, options: {timezon: UTC}}]\n",
+     "sources[0].options.timezon: unknown option (did you mean 'timezone'?"),
+    ("sources: [{glob: '/data/*.log', options: {timezone: Mars/Olympus}}]\n",
+     "sources[0].options.timezone: 'Mars/Olympus' is not a time zone"),
+    ("sources: [{glob: '/data/*.log', format: text, options: {regex: 'step (\\d+)'}}]\n",
+     "sources[0].options: the text parser refuses them: regex: 'step (\\\\d+)' has no named group"),
+    ("sources: [{glob: '/data/*.log', format: json, options: {mapping: message}}]\n",
+     "sources[0].options: the json parser refuses them"),
+    ("sources: [{glob: 'logs/*.log'}]\n", "sources[0].glob: 'logs/*.log' is relative"),
+    ("metrics_listen: 'node1:metrics'\n", "metrics_listen: 'node1:metrics' is not HOST:PORT"),
+    ("rotate_grace: 2 seconds\n", "rotate_grace: not a duration"),
+])
+def test_values_the_agent_would_reject_once_running_fail_the_check(bad, message, tmp_path):
+    """Before: a typo in a source's format passed (exit 0) and killed the agent on every node as soon as a
+    file matched. The agent now skips such a source (tests/agent/test_bad_sources.py); check-config fails."""
+    path = tmp_path / "agent.yaml"
+    path.write_text(GOOD["agent.yaml"].replace("sources: [{glob: '/var/log/app/*.log', format: text}]\n", "") + bad)
+    out = check(str(path))
+    assert out.returncode == 2, out.stdout
+    assert out.stderr.startswith(f"ranklog check-config: error: {path}: ") and message in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_every_bad_source_is_named_at_once(tmp_path):
+    path = tmp_path / "agent.yaml"
+    path.write_text(GOOD["agent.yaml"] + "source: ['/a/*.log:txt', '/b/*.log:verl-console', 'c/*.log']\n")
+    out = check(str(path))
+    assert out.returncode == 2 and "source[0].format: unknown format 'txt'" in out.stderr
+    assert "source[2].glob: 'c/*.log' is relative" in out.stderr and "source[1]" not in out.stderr
+
+
+def test_compound_durations_are_accepted(tmp_path):
+    path = tmp_path / "agent.yaml"
+    path.write_text(GOOD["agent.yaml"] + "shutdown_timeout: 1m30s\n")
+    assert check(str(path)).returncode == 0

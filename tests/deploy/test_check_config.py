@@ -54,3 +54,10 @@ def test_tokens_file_check_names_the_line_never_the_token(tmp_path) -> None:
     proc = _check("tokens", path)
     assert proc.returncode == 1 and "archive.tokens:2" in proc.stderr
     assert "node1-token-0123456789" not in proc.stderr
+
+
+def test_a_source_the_agent_would_skip_fails_the_play(tmp_path) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(GOOD["agent"].replace("format: text", "format: verl-consol"))
+    proc = _check("agent", path)
+    assert proc.returncode == 1 and "sources[0].format: unknown format 'verl-consol'" in proc.stderr

@@ -117,6 +117,18 @@ def _split_source(value: object) -> SourceSpec:
     return SourceSpec(glob=text)
 
 
+def _glob_problem(spec: SourceSpec) -> str | None:
+    """Why a source's glob (or exclude list) cannot be used as it is written."""
+    if not spec.glob.strip():
+        return "glob: empty"
+    if not os.path.isabs(spec.glob):
+        return (f"glob: {spec.glob!r} is relative; the agent's working directory is not yours (systemd starts "
+                "it in /): write the absolute path")
+    if not all(isinstance(item, str) and item for item in spec.exclude):
+        return f"exclude: expected a list of glob patterns, got {spec.exclude!r}"
+    return None
+
+
 @dataclass
 class SourceSpec:
     """Files matching `glob` (recursive `**` allowed) read with `format` (`auto` = recognise by name/layout)."""
@@ -205,6 +217,8 @@ class AgentConfig:
         "unit": "duration", "help": "at most one suspect per job this often (the archive re-triages on each)"})
     log_level: str = log_level_field("agent")
     log_format: str = log_format_field("agent")
+    # The config key each entry of `sources` came from (sources[i] from YAML, source[j] from flags).
+    source_keys: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def validate(self) -> None:
         if not self.archive:
@@ -218,21 +232,45 @@ class AgentConfig:
             raise ValueError("suspect_interval: must not be negative")
         if not self.token_file:
             raise ValueError("token_file: required")
-        for name in self.preset:
-            if name not in PRESETS:
-                raise ValueError(f"preset: unknown preset {name!r} (known: {', '.join(PRESETS)})")
-        if self.metrics_listen and ":" not in self.metrics_listen:
-            raise ValueError(f"metrics_listen: {self.metrics_listen!r} is not HOST:PORT")
+        if self.metrics_listen:
+            port = self.metrics_listen.rpartition(":")[2]
+            if ":" not in self.metrics_listen or not port.isdigit() or int(port) > 65535:
+                raise ValueError(f"metrics_listen: {self.metrics_listen!r} is not HOST:PORT")
         for key in ("batch_bytes", "read_chunk", "max_unacked_bytes", "senders"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: must be positive")
         if isinstance(self.parse_workers, bool) or not isinstance(self.parse_workers, int) or self.parse_workers < 1:
             raise ValueError(f"parse_workers: must be a whole number of processes ≥ 1 (got {self.parse_workers!r}; "
                              "1 parses in the reading thread, leave it unset for one per allowed CPU beyond the first)")
-        self.sources = [*self.sources, *(_split_source(text) for text in self.source)]
+        flagged = [_split_source(text) for text in self.source]
+        self.source_keys = [f"sources[{i}]" for i in range(len(self.sources))] + [f"source[{j}]" for j in range(len(flagged))]
+        self.sources = [*self.sources, *flagged]
         self.source = []
         if not self.sources and not self.preset:
             raise ValueError("sources: give at least one --source or --preset")
+
+    def source_problems(self) -> list[tuple[str, str]]:
+        """(config key, why) of every source and preset that cannot be read as configured: an unknown
+        format or preset, options the format's parser refuses, a relative or empty glob. ``ranklog
+        check-config`` fails on any; the agent skips them (one error line, a metric, an alert each)
+        and ships the other sources (:mod:`ranklog.parse.source_check`)."""
+        from ..parse.source_check import source_problem
+
+        found = []
+        for key, spec in zip(self.source_keys or [f"sources[{i}]" for i in range(len(self.sources))],
+                             self.sources, strict=True):
+            why = _glob_problem(spec) or source_problem(spec.format, spec.options)
+            if why:
+                found.append((key, f"{key}.{why}"))
+        found += [(f"preset:{name}", f"preset: unknown preset {name!r} (known: {', '.join(PRESETS)})")
+                  for name in self.preset if name not in PRESETS]
+        return found
+
+    def skip(self, keys: set[str]) -> None:
+        """Drop the sources and presets named by `keys` (as :meth:`source_problems` names them)."""
+        kept = [(key, spec) for key, spec in zip(self.source_keys, self.sources, strict=True) if key not in keys]
+        self.source_keys, self.sources = [key for key, _ in kept], [spec for _, spec in kept]
+        self.preset = [name for name in self.preset if f"preset:{name}" not in keys]
 
     def token(self) -> str:
         """The first field of the first non-empty, non-comment line of the token file (re-read on

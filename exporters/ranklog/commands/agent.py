@@ -40,6 +40,23 @@ def _raise_open_files_limit() -> None:
             pass
 
 
+def _skip_bad_sources(cfg) -> list[str]:
+    """Sources (and presets) with a value that cannot work are skipped, one error line each: a typo in
+    one source must not stop the others on every node. With none left, the config is an error (exit 2)."""
+    import logging
+
+    from ..errors import ConfigError
+
+    problems = cfg.source_problems()
+    for _, why in problems:
+        logging.getLogger("ranklog.agent").error("skipping a source: %s (ranklog check-config finds this before a "
+                                                 "rollout); the other sources are shipped", why)
+    cfg.skip({key for key, _ in problems})
+    if problems and not cfg.sources and not cfg.preset:
+        raise ConfigError("no source left to read: " + "; ".join(why for _, why in problems))
+    return [key for key, _ in problems]
+
+
 def main(args: argparse.Namespace) -> int:
     import logging
     import signal
@@ -55,6 +72,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
     service_logging.configure(cfg.log_level, cfg.log_format)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    skipped = _skip_bad_sources(cfg)
 
     from ..agent import huge_pages
     from ..agent.runner import Agent
@@ -66,6 +84,8 @@ def main(args: argparse.Namespace) -> int:
         agent = Agent(cfg)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    for key in skipped:
+        agent.metrics.agent_source_errors.labels(source=key).set(1)
     server = None
     if cfg.metrics_listen:
         from ..metrics_server import serve_metrics

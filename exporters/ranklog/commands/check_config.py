@@ -1,7 +1,9 @@
 """`ranklog check-config FILE`: load an agent or archive config exactly as the service will, say what is wrong.
 
 Exit 0 when the file (with the ``RANKLOG_AGENT_*`` / ``RANKLOG_ARCHIVE_*`` environment applied, as
-the service would) loads; exit 2 with one line naming the offending key and why otherwise. The
+the service would) loads and every value is one the service accepts at run time too — for the agent,
+each source's format, options and glob and each preset (``AgentConfig.source_problems``: what the
+agent would skip); exit 2 with one line naming the offending keys and why otherwise. The
 kind comes from ``--kind``, else a top-level ``agent:``/``archive:`` key, else the file name, else
 the one kind the file loads as. Only the configuration is checked: files it names (token file,
 state directory) are checked by the service at start, on the host where it runs.
@@ -67,10 +69,13 @@ def main(args: argparse.Namespace) -> int:
     errors = []
     for kind in candidates:
         try:
-            load_config(_config_class(kind), args.file, environ=environ)
+            config = load_config(_config_class(kind), args.file, environ=environ)
         except ConfigError as exc:
             errors.append((kind, exc))
             continue
+        problems = [why for _, why in getattr(config, "source_problems", list)()]
+        if problems:  # the agent would skip these sources: fail here, where the typo was made
+            raise ConfigError(f"{args.file}: {'; '.join(problems)}")
         print(f"{args.file}: OK ({kind} config)")
         return 0
     if len(errors) == 1:

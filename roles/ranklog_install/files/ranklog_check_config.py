@@ -37,9 +37,14 @@ def main(argv: list[str]) -> int:
     module_name, class_name = CONFIG_CLASSES[component]
     config_class = getattr(importlib.import_module(module_name), class_name)
     try:
-        load_config(config_class, path)
+        config = load_config(config_class, path)
     except UserError as exc:
         print(f"ranklog {component} config: {exc}", file=sys.stderr)
+        return 1
+    # Values the service would reject only once running (an agent's source format, options, glob, preset).
+    problems = [why for _, why in getattr(config, "source_problems", list)()]
+    if problems:
+        print(f"ranklog {component} config: {path}: {'; '.join(problems)}", file=sys.stderr)
         return 1
     return 0
 
