@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import socket
 import subprocess
 import sys
 
@@ -38,7 +39,8 @@ def runbook_commands(text: str) -> list[str]:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     logs, archive = job_logs_and_archive(tmp_path_factory.mktemp("runbook"))
-    return {"A": str(archive), "J": JOB, "R": str(FAILING_RANK), "D": str(logs), "KEY=VALUE": "error_burst_errors=100"}
+    return {"A": str(archive), "J": JOB, "R": str(FAILING_RANK), "D": str(logs), "KEY=VALUE": "error_burst_errors=100",
+            "NODE": socket.gethostname()}
 
 
 def _substitute(command: str, data: dict[str, str]) -> list[str]:
@@ -59,7 +61,9 @@ def test_the_runbook_names_its_commands() -> None:
 @pytest.mark.parametrize("command", runbook_commands(RUNBOOK.read_text(encoding="utf-8")))
 def test_runbook_command_runs(command: str, data: dict[str, str]) -> None:
     proc = subprocess.run(_substitute(command, data), capture_output=True, text=True, timeout=300, cwd=REPO)
-    assert proc.returncode == 0, f"{command}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
+    # exit 1 with "no records matched" is an answer (this job shipped no refused record), not a failure
+    answered = proc.returncode == 0 or (proc.returncode == 1 and "no records matched" in proc.stderr)
+    assert answered, f"{command}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
     if command.startswith("ranklog triage"):
         assert proc.stdout.strip(), f"{command}: printed nothing"
     if "--level ERROR" in command:

@@ -18,8 +18,7 @@ import sys
 from ._source_flags import Parser, add_engine_flags, add_source_flags, open_from_args, read_errors, report_engine
 
 _EPILOG = """examples:
-  ranklog diagnose --log_dir ./logs --start_time "2025-10-01 08:00:00" --end_time "2025-10-01 12:00:00" \\
-      --level ERROR --output error_analysis.csv
+  ranklog diagnose --log_dir ./logs --start_time "2h ago" --end_time now --level ERROR --output error_analysis.csv
   ranklog query --archive /srv/ranklog --since 2h --rank 0-7,12 --regex 'NCCL|CUDA' --limit 50
   ranklog query --archive /srv/ranklog '{rank="3"} |= "CUDA"' --since 1h30m
   ranklog query --archive /srv/ranklog --job 'ppo-*' --level ERROR -n 20 --tz local
