@@ -64,19 +64,10 @@ def destination(path: str | None) -> Iterator[IO[str]]:
     if path is None:
         yield sys.stdout
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UserError(f"--output {path}: directory {directory} does not exist")
-    temp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(temp, "w", encoding="utf-8", newline="") as stream:
-            yield stream
-        os.replace(temp, path)
-    except PermissionError:
-        raise UserError(f"--output {path}: permission denied") from None
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
+    from ranklog.query.outputs import atomic_file
+
+    with atomic_file(path) as stream:
+        yield stream
 
 
 def write_json(document: Any, stream: IO[str]) -> None:

@@ -25,6 +25,7 @@ Decisions:
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import os
 import sys
@@ -316,20 +317,28 @@ def export(batches: Any, schema: pa.Schema, fmt: str, path: str | None = None,
             writer.write_batch(batch)
         writer.close()
         return writer.rows
+    with atomic_file(path, "wb") as stream:
+        writer = make_writer(fmt, stream, schema, table_rows, tz)
+        for batch in batches:
+            writer.write_batch(batch)
+        writer.close()
+    return writer.rows
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, mode: str = "w") -> Iterator[IO[Any]]:
+    """`path` opened for writing so that it appears complete or not at all (a temp file beside it,
+    renamed when the block succeeds, removed when it fails); errors are one ``--output`` line."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UserError(f"--output {path}: directory {directory} does not exist")
     temp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        with open(temp, "wb") as stream:
-            writer = make_writer(fmt, stream, schema, table_rows, tz)
-            for batch in batches:
-                writer.write_batch(batch)
-            writer.close()
+        with open(temp, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as stream:
+            yield stream
         os.replace(temp, path)
     except PermissionError:
         raise UserError(f"--output {path}: permission denied") from None
     finally:
         if os.path.exists(temp):
             os.unlink(temp)
-    return writer.rows
