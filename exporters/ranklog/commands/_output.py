@@ -26,9 +26,6 @@ from typing import IO, Any
 
 from ranklog.errors import UserError
 
-EXTENSIONS = {".json": "json", ".csv": "csv", ".txt": "raw", ".log": "raw", ".ndjson": "ndjson",
-              ".jsonl": "ndjson", ".parquet": "parquet", ".pq": "parquet"}
-
 
 def add_output_flags(parser: argparse.ArgumentParser, formats: tuple[str, ...], piped: str,
                      output_help: str | None = None) -> argparse._ArgumentGroup:
@@ -46,6 +43,8 @@ def add_output_flags(parser: argparse.ArgumentParser, formats: tuple[str, ...], 
 def chosen_format(args: argparse.Namespace, formats: tuple[str, ...], piped: str) -> str:
     """The format the flags ask for: --format, else -o's extension, else table or `piped`."""
     if args.output:
+        from ranklog.query.outputs import EXTENSIONS
+
         ext = os.path.splitext(args.output)[1].lower()
         by_ext = EXTENSIONS.get(ext)
         if by_ext not in formats or by_ext == "table":
