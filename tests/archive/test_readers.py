@@ -119,7 +119,7 @@ def test_pyarrow_dataset_with_hive_partitioning(written):
     assert sorted((ts_ns(table["ts"]) // 1000).tolist()) == _expected_ts(corpus)
 
 
-# Spark SQL DDL documented in the README ("Reading the archive elsewhere"); run here as written.
+# Spark SQL DDL documented in docs/archive.md ("Reading the archive with other tools"); run here as written.
 SPARK_DDL = ("CREATE TABLE ranklog_logs USING parquet LOCATION '{root}'",
              "MSCK REPAIR TABLE ranklog_logs")  # registers the date=/hour= partitions (again as new hours appear)
 

@@ -5,7 +5,7 @@ functions included (a lazy import that closes a cycle is still a cycle), imports
 ``if TYPE_CHECKING:`` left out of the cycle check (they never run) but held to the layering rules.
 Nodes are modules; ``from . import x`` counts as an edge to the submodule ``x`` when one exists.
 
-The layering (README, "Architecture"):
+The layering (docs/design.md, "Architecture"):
 
 - the floor (:data:`FLOOR`: record, the archive layout, file identity, conform, …) imports nothing of
   ranklog outside the floor, and ``record`` imports nothing of ranklog at all;

@@ -44,13 +44,13 @@ def run_job(logs: Path, context: str) -> None:
                        cwd=REPO, check=rank != FAILING_RANK)
 
 
-def job_logs_and_archive(base: Path) -> tuple[Path, Path, str]:
-    """(log directory, archive root, trace id) of :data:`JOB`."""
-    from ranklog.log.context import parse
+def job_logs_and_archive(base: Path, trace_id: str | None = None) -> tuple[Path, Path, str]:
+    """(log directory, archive root, trace id) of :data:`JOB`; a fresh trace id unless `trace_id` is given."""
+    from ranklog.log.context import TraceContext, new_span_id, parse
     from ranklog.parse.directory import read_log_dir
 
     logs, archive = base.resolve() / "logs", base.resolve() / "archive"
-    context = trace_context()
+    context = TraceContext(trace_id, new_span_id()).encode() if trace_id else trace_context()
     run_job(logs, context)
     write_archive(read_log_dir(str(logs)), archive)
     parsed = parse(context)

@@ -1,4 +1,4 @@
-"""The README's Python API snippet runs as written on a real torchrun run and names its failing rank."""
+"""The Python API snippet of docs/cli.md runs as written on a real torchrun run and names its failing rank."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ SCENARIO = REPO / "tests" / "scenarios" / "torchrun_exception"
 
 
 def _readme_snippet() -> str:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "cli.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     snippet = next(block for block in blocks if "analyze_table" in block)
     assert '"./logs"' in snippet
@@ -24,6 +24,6 @@ def test_readme_python_api_names_the_failing_rank() -> None:
     truth = json.loads((SCENARIO / "truth.json").read_text())
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(_readme_snippet(), "README.md", "exec"), {})
+        exec(compile(_readme_snippet(), "docs/cli.md", "exec"), {})
     printed = out.getvalue()
     assert f"rank {truth['rank']}" in printed and truth["node"] in printed, printed

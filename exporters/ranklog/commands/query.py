@@ -106,10 +106,11 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--follow prints to stdout until Ctrl-C: it takes no --count, --output or --until")
     if args.count and tail is not None:
         raise UserError("give --count or --tail, not both")
-    if args.output and args.format:
-        raise UserError("give --output FILE (format from its extension) or --format for stdout, not both")
     if args.output:
         fmt = format_for_path(args.output)
+        if args.format and args.format != fmt:
+            raise UserError(f"--format {args.format} and --output {args.output} disagree: the extension picks the "
+                            "format of a file")
     else:
         fmt = args.format or ("ndjson" if not sys.stdout.isatty() else "raw" if args.follow else "table")
     if args.follow and fmt not in FOLLOW_FORMATS:

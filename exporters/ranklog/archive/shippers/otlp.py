@@ -1,6 +1,6 @@
 """OTLP/HTTP logs (``ExportLogsServiceRequest``), protobuf or JSON, → record rows.
 
-Mapping (the README's "Standard shippers" table): ``timeUnixNano`` (else ``observedTimeUnixNano``,
+Mapping (the "Standard shippers in" table of docs/archive.md): ``timeUnixNano`` (else ``observedTimeUnixNano``,
 else the receive time) → ts; ``severityText`` when it names a level, else ``severityNumber`` (1–4
 TRACE and 5–8 DEBUG → DEBUG, 9–12 INFO, 13–16 WARNING, 17–20 ERROR, 21–24 FATAL → CRITICAL) → level;
 ``body`` → msg (a non-string body as JSON); the ``exception.stacktrace`` attribute → exc; the scope
