@@ -97,6 +97,9 @@ def test_local_time_display_on_request(everyday_job):
     assert [datetime.fromisoformat(r["ts"]) for r in tokyo] == [datetime.fromisoformat(r["ts"]) for r in utc]
     raw = run("query", "--archive", str(archive), "--format", "raw", "-n", "1", RANKLOG_TZ="Asia/Kolkata").stdout
     assert raw.split()[0].endswith("+05:30")
+    trace = json.loads(run("trace", everyday_job[2], "--archive", str(archive), "--format", "json", "--tz",
+                           "Asia/Tokyo").stdout)
+    assert trace["timeline"] and all(row["ts"].endswith("+09:00") for row in trace["timeline"])
 
 
 def test_job_takes_globs_like_host(everyday_job):

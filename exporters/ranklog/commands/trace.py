@@ -32,6 +32,7 @@ def main(args: argparse.Namespace) -> int:
     from ranklog.query.filter_flags import time_window
     from ranklog.query.filters import QuerySpec
     from ranklog.query.nothing_found import EXIT_NOTHING_FOUND, explain
+    from ranklog.query.times import zone
     from ranklog.query.trace import render_trace, trace_lines, trace_rows
 
     fmt = chosen_format(args, FORMATS, PIPED)
@@ -41,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
     with read_errors(source.describe()):
         from ranklog.query.trace import build_trace
 
-        report = build_trace(source, args.trace_id, spec)
+        report = build_trace(source, args.trace_id, spec, zone(args.tz))
         hint = None if report["records"] else explain(source, spec, args.tz)
     if report["records"] or fmt == "json":  # a script reading JSON gets the (empty) document too
         emit(args, report, fmt, table=render_trace, raw=trace_lines, rows=trace_rows, ndjson=lambda r: r["timeline"])

@@ -10,12 +10,16 @@ first and last time and its largest internal gap; the slowest step of the whole 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
-from ..record import format_ts, ts_ns
+from ..record import ts_ns
 from . import engine
 from .filters import QuerySpec
+from .times import show
+
+if TYPE_CHECKING:
+    from datetime import tzinfo
 
 COLUMNS = ["ts", "level", "host", "ip", "rank", "pid", "role", "logger", "msg", "step", "source", "offset"]
 MAX_RECORDS = 200_000
@@ -26,8 +30,9 @@ def _node(row: dict[str, Any]) -> str:
     return f"{row['host']}/rank {rank}" if rank is not None else f"{row['host']}/pid {row.get('pid')}"
 
 
-def build_trace(source: Any, trace_id: str, spec: QuerySpec | None = None) -> dict[str, Any]:
-    """The trace as a JSON-ready dict: ``timeline``, ``groups``, ``slowest_step`` and totals."""
+def build_trace(source: Any, trace_id: str, spec: QuerySpec | None = None, tz: tzinfo | None = None) -> dict[str, Any]:
+    """The trace as a JSON-ready dict: ``timeline``, ``groups``, ``slowest_step`` and totals (times in
+    `tz`, UTC by default)."""
     if not trace_id.strip():
         raise UserError("give a trace id")
     spec = dataclasses.replace(spec or QuerySpec(), trace_ids=(trace_id.strip(),), order=("ts",),
@@ -46,7 +51,7 @@ def build_trace(source: Any, trace_id: str, spec: QuerySpec | None = None) -> di
         delta = None if i == 0 else (ts - ns[i - 1]) / 1e6
         group_delta = None if node not in last_in_group else (ts - last_in_group[node]) / 1e6
         hop = i > 0 and node != timeline[-1]["node"]
-        entry = {"ts": format_ts(ts), "delta_ms": delta, "node_delta_ms": group_delta, "hop": hop, "node": node,
+        entry = {"ts": show(ts, tz), "delta_ms": delta, "node_delta_ms": group_delta, "hop": hop, "node": node,
                  **{k: row[k] for k in COLUMNS if k != "ts"}}
         timeline.append(entry)
         if delta is not None and (slowest is None or delta > slowest["delta_ms"]):
