@@ -93,6 +93,15 @@ class Rank:
         self.proc.wait()
 
 
+def wait_for_text(logs: Path, text: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if logs.is_dir() and any(text in f.read_text(errors="replace") for f in logs.rglob("*") if f.is_file()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never written under {logs}")
+
+
 def shown_within(follows: dict[str, Follow], logs: Path, message: str) -> dict[str, float]:
     rank = Rank(logs, message)
     try:
@@ -122,6 +131,9 @@ def test_follow_a_raw_folder(tmp_path):
     logs = tmp_path / "logs"
     first = Rank(logs, "before the follow started")
     first.log()
+    # The logger's writer thread puts the line on disk within its flush interval: a follow of a folder
+    # that does not exist yet is an error (a mistyped path must not wait forever), so wait for the file.
+    wait_for_text(logs, "before the follow started")
     follow = Follow("--log_dir", str(logs), "-n", "1")
     try:
         follow.first("before the follow started")
