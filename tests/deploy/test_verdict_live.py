@@ -19,6 +19,7 @@ regular receiver still gets the alerts (``continue``).
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -92,13 +93,23 @@ def _run_job_and_check(tmp_path, rules, archive, receivers, am_port, token_file)
         # The second attempt fails on rank 0: a second alert of the job reaches the incident.
         job.wait(timeout=120)
 
+        seen: list = []
+
         def second_alert() -> bool:
             listed = httpx.get(f"{archive.url}/v1/alerts", headers={"Authorization": f"Bearer {archive.token}"},
                                timeout=10).json()["incidents"]
+            seen[:] = listed
             mine = [i for i in listed if i["id"] == page["incident"]]
             return bool(mine) and any(t["rank"] == "0" for t in mine[0]["triggers"])
 
-        wait_until(second_alert, 120, "rank 0's alert joining the incident")
+        def firing() -> str:
+            alerts = httpx.get(f"http://127.0.0.1:{prom.port}/api/v1/alerts", timeout=10).json()["data"]["alerts"]
+            return json.dumps([a["labels"] for a in alerts])
+
+        try:
+            wait_until(second_alert, 120, "rank 0's alert joining the incident")
+        except TimeoutError as e:
+            raise AssertionError(f"{e}; incidents {json.dumps(seen)}; Prometheus alerts {firing()}") from None
         time.sleep(3)  # its triage (retriage_interval) and any delivery
         documents = receivers.documents()
         assert [d["kind"] for d in documents].count("verdict") == 1, documents
