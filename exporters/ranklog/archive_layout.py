@@ -40,6 +40,11 @@ LEASE_NAME = "_ranklog_lease.json"
 SEVERE_LEVELS: tuple[str, ...] = tuple(levels_at_least("ERROR"))
 # Footer key-value metadata of a file written by compaction (value b"1").
 COMPACTED_KEY = b"ranklog.compacted"
+# attrs keys of the loss notice an archive stores when WAL damage lost acknowledged entries
+# (archive.wal_damage); `ranklog integrity` reports and fails on them.
+WAL_LOST_ENTRIES, WAL_LOST_RECORDS, WAL_LOST_BYTES = "ranklog_wal_lost_entries", "ranklog_wal_lost_records", \
+    "ranklog_wal_lost_bytes"
+WAL_NOTICE_PREFIX = "ranklog-archive:"  # their source_id: `ranklog-archive:<archive id>:wal`, offset the first lost seq
 
 
 def partition_dir(hour_index: int) -> str:

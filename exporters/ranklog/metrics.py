@@ -105,6 +105,13 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_flush_failures_total", "counter",
                "Flushes to Parquet that failed (object store unreachable, disk error); the rows stay in the WAL "
                "and are retried.", component="archive"),
+    MetricSpec("ranklog_archive_wal_corrupt_entries_total", "counter",
+               "Acknowledged write-ahead log entries lost to damage found at replay (each also stored as a loss "
+               "notice that ranklog integrity reports).", component="archive"),
+    MetricSpec("ranklog_archive_wal_corrupt_records_total", "counter",
+               "Records in the lost WAL entries whose headers survived (a lower bound).", component="archive"),
+    MetricSpec("ranklog_archive_wal_corrupt_bytes_total", "counter", "Bytes of damaged WAL regions that held "
+               "acknowledged entries.", component="archive"),
     MetricSpec("ranklog_archive_compactions_total", "counter", "Hour partitions compacted.", component="archive"),
     MetricSpec("ranklog_archive_hour_leases_total", "counter",
                "Hour leases for compaction/retention by outcome: acquired, takeover, busy, lost.", ("outcome",),

@@ -99,29 +99,45 @@ def test_a_snapshot_written_before_identities_restores_as_shared_keys():
     assert index.apply(_keys("s", [3]), now=2.0, identity="node-a").tolist() == [True]
 
 
+def _legacy_entry(seq: int, received: int, body: bytes, identity: str | None = None) -> bytes:
+    """An entry as archives wrote it before the keyed framing: RLW1, or RLW2 with an identity."""
+    import struct
+    import zlib
+
+    name = identity.encode() if identity is not None else b""
+    head = struct.pack("<4sQqQBBH", b"RLW1" if identity is None else b"RLW2", seq, received, len(name) + len(body),
+                       2, 0, len(name))
+    return head + struct.pack("<I", zlib.crc32(name + body, zlib.crc32(head))) + name + body
+
+
 def test_wal_entries_carry_the_identity_and_old_entries_stay_readable(tmp_path):
+    (tmp_path / "wal").mkdir()
+    (tmp_path / "wal" / f"{1:020d}.wal").write_bytes(  # a segment of an archive from before the keyed framing
+        _legacy_entry(1, 111, b"old shared") + _legacy_entry(2, 222, b"old bound", "node-a"))
     wal = Wal(str(tmp_path / "wal"), segment_size=1 << 20)
+    assert [(e.seq, e.body, e.identity) for e in wal.replay()] == [(1, b"old shared", None), (2, b"old bound", "node-a")]
     wal.open_for_append()
-    wal.append(b"shared body", 2, 0, 111)
-    wal.append(b"bound body", 1, 0, 222, identity="node-a")
-    wal.append(b"", 2, 0, 333, identity="gpu-rack7")
+    wal.append(b"shared body", 2, 0, 333)
+    wal.append(b"bound body", 1, 0, 444, identity="node-a")
+    wal.append(b"", 2, 0, 555, identity="gpu-rack7")
     wal.close()
     entries = list(Wal(str(tmp_path / "wal"), 1 << 20).replay())
     assert [(e.seq, e.body, e.identity, e.content_type, e.received_ns) for e in entries] == [
-        (1, b"shared body", None, 2, 111), (2, b"bound body", "node-a", 1, 222), (3, b"", "gpu-rack7", 2, 333)]
-    # an RLW1 entry's bytes are exactly what the archive wrote before identities existed
-    raw = (tmp_path / "wal" / sorted(p.name for p in (tmp_path / "wal").iterdir())[0]).read_bytes()
-    assert raw.startswith(b"RLW1") and b"RLW2" in raw
+        (1, b"old shared", None, 2, 111), (2, b"old bound", "node-a", 2, 222), (3, b"shared body", None, 2, 333),
+        (4, b"bound body", "node-a", 1, 444), (5, b"", "gpu-rack7", 2, 555)]
 
 
-def test_a_corrupt_identity_entry_is_cut_like_any_torn_tail(tmp_path):
+def test_a_corrupt_identity_entry_is_reported_and_the_others_replayed(tmp_path):
     wal = Wal(str(tmp_path / "wal"), segment_size=1 << 20)
     wal.open_for_append()
-    wal.append(b"first", 2, 0, 1, identity="node-a")
-    wal.append(b"second", 2, 0, 2, identity="node-a")
+    wal.append(b"first", 2, 0, 1, identity="node-a", records=1)
+    wal.append(b"second", 2, 0, 2, identity="node-a", records=1)
+    wal.append(b"third", 2, 0, 3, identity="node-a", records=1)
     wal.close()
-    segment = next((tmp_path / "wal").iterdir())
+    segment = next(p for p in (tmp_path / "wal").iterdir() if p.suffix == ".wal")
     data = bytearray(segment.read_bytes())
-    data[-8] ^= 0xFF  # inside the second entry's identity/body
+    data[data.index(b"second") - 2] ^= 0xFF  # inside the second entry's identity
     segment.write_bytes(bytes(data))
-    assert [e.body for e in Wal(str(tmp_path / "wal"), 1 << 20).replay()] == [b"first"]
+    replayed = Wal(str(tmp_path / "wal"), 1 << 20)
+    assert [e.body for e in replayed.replay()] == [b"first", b"third"]
+    assert [(d.entries, d.records, d.first_seq, d.last_seq) for d in replayed.damage] == [(1, 1, 2, 2)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from ranklog.archive.archive_config import ArchiveConfig
 from ranklog.archive.dedup import DedupIndex
-from ranklog.archive.wal import HEADER_SIZE, Wal
+from ranklog.archive.wal import HEADER_SIZE, PREAMBLE_SIZE, Wal
 from ranklog.config_loader import load_config
 from ranklog.errors import ConfigError
 
@@ -94,7 +95,7 @@ def test_dedup_never_closes_gaps_and_forgets_idle_sources():
     assert len(index) == 0
 
 
-def test_wal_replay_cuts_a_torn_tail_and_keeps_order(tmp_path):
+def test_wal_replay_ignores_a_torn_tail_without_truncating_and_keeps_order(tmp_path):
     wal = Wal(str(tmp_path / "wal"), segment_size=200)
     wal.open_for_append()
     for number in range(5):
@@ -104,16 +105,26 @@ def test_wal_replay_cuts_a_torn_tail_and_keeps_order(tmp_path):
     segments = wal.segments()
     assert len(segments) >= 2  # rotated at 200 bytes
     last = os.path.join(wal.directory, segments[-1])
+    entry = Path(last).read_bytes()[-(HEADER_SIZE + 100):]
+    for torn in (entry[:30], entry[:HEADER_SIZE + 40]):  # a cut header; a whole header, half the body
+        with open(last, "ab") as handle:
+            handle.write(torn)
+        size = os.path.getsize(last)
+        replayed = Wal(str(tmp_path / "wal"), segment_size=200)
+        entries = list(replayed.replay())
+        assert [e.seq for e in entries] == [1, 2, 3, 4, 5] and replayed.damage == []
+        assert [e.body[0] for e in entries] == [0, 1, 2, 3, 4] and entries[2].received_ns == 2
+        assert os.path.getsize(last) == size  # never truncated in place
+        os.truncate(last, size - len(torn))
     with open(last, "ab") as handle:
-        handle.write(b"RLW1" + b"\x00" * (HEADER_SIZE - 4))  # header of an entry whose body never landed
+        handle.write(entry[:30])
     replayed = Wal(str(tmp_path / "wal"), segment_size=200)
-    entries = list(replayed.replay())
-    assert [e.seq for e in entries] == [1, 2, 3, 4, 5]
-    assert [e.body[0] for e in entries] == [0, 1, 2, 3, 4] and entries[2].received_ns == 2
-    assert os.path.getsize(last) % (HEADER_SIZE + 100) == 0
+    list(replayed.replay())
     replayed.open_for_append()
     assert replayed.append(b"x", 2, 1, 9) == 6
     replayed.close()
+    assert os.path.getsize(last) == size - HEADER_SIZE - 40 + 30  # the new entry went to a new segment
+    assert [e.seq for e in Wal(str(tmp_path / "wal"), 200).replay()] == [1, 2, 3, 4, 5, 6]
     assert Wal(str(tmp_path / "wal"), 200).drop_through(3) >= 1
 
 
@@ -124,13 +135,13 @@ def test_wal_round_trips_bodies_of_any_size_written_with_writev(tmp_path):
     wal = Wal(str(tmp_path / "wal"), segment_size=64 * 1024 * 1024)
     wal.open_for_append()
     for number, body in enumerate(bodies):
-        wal.sync_to(wal.append(body, 1, 2, number))
+        wal.sync_to(wal.append(body, 1, 2, number, records=number))
     wal.close()
     entries = list(Wal(str(tmp_path / "wal"), 64 * 1024 * 1024).replay())
     assert [e.body for e in entries] == bodies
-    assert [(e.seq, e.content_type, e.encoding, e.received_ns) for e in entries] == [
-        (n + 1, 1, 2, n) for n in range(len(bodies))]
-    total = sum(HEADER_SIZE + len(body) for body in bodies)
+    assert [(e.seq, e.content_type, e.encoding, e.received_ns, e.records) for e in entries] == [
+        (n + 1, 1, 2, n, n) for n in range(len(bodies))]
+    total = PREAMBLE_SIZE + sum(HEADER_SIZE + len(body) for body in bodies)
     assert sum(os.path.getsize(os.path.join(wal.directory, s)) for s in wal.segments()) == total
 
 

@@ -154,7 +154,7 @@ async def _ingest(request: Request, endpoint: str) -> Response:
         except IngestError as exc:
             return _reject(state, exc.reason, exc.status, str(exc))
         except WalFailure as exc:
-            return _reject(state, "wal_failure", 503, str(exc), retry_after=30)
+            return _reject(state, "wal_failure", 503, str(exc), retry_after=2 if exc.retryable else 30)
     finally:
         state.inflight -= 1
         state.inflight_by_token[client] -= 1

@@ -125,6 +125,11 @@ class ArchiveConfig:
     max_header_size: int = field(default=64 * 1024, metadata={
         "unit": "size", "help": "431 and the connection closed when a request's line and headers exceed this"})
     wal_segment_size: int = field(default=128 * 1024**2, metadata={"unit": "size", "help": "WAL segment rotation size"})
+    wal_retry_for: float = field(default=30.0, metadata={
+        "unit": "duration", "help": "a WAL segment that cannot be opened is retried (503) this long, then the archive "
+                                    "exits non-zero for its supervisor to restart it"})
+    fatal_exit_delay: float = field(default=5.0, metadata={
+        "unit": "duration", "help": "after a failure that sticks, /readyz says why this long before the process exits"})
     snapshot_interval: float = field(default=30.0, metadata={
         "unit": "duration", "help": "dedup snapshot period (bounds WAL replay at start)"})
     dedup_settle: float = field(default=3600.0, metadata={
@@ -167,7 +172,8 @@ class ArchiveConfig:
         self.listen_address()
         if not 0 <= self.background_nice <= 19:
             raise ValueError(f"background_nice: {self.background_nice} must be between 0 and 19")
-        for name in ("flush_interval", "snapshot_interval", "compaction_interval", "body_timeout", "header_timeout"):
+        for name in ("flush_interval", "snapshot_interval", "compaction_interval", "body_timeout", "header_timeout",
+                     "wal_retry_for"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive")
         if self.max_header_size < 1024:

@@ -27,13 +27,14 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from . import journal
+from . import journal, wal_damage
 from .archive_config import ArchiveConfig
 from .auth import SHARED, Caller, foreign_hosts
 from .dedup import DedupIndex, pop_spans
@@ -110,6 +111,8 @@ class Pipeline:
         self._flush_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.failure: str | None = None
+        self.on_fatal: Callable[[str], None] | None = None  # the service ends the process (service.py)
+        self._wal_trouble_since: float | None = None  # monotonic time of the first retryable WAL failure in a row
         self._unapplied: dict | None = None  # a committed flush journal whose files are not all visible yet
 
     # --- start ---------------------------------------------------------------------------------
@@ -133,10 +136,34 @@ class Pipeline:
             if entry.seq > self.flushed_seq:
                 self._add_pending(entry.seq, table.filter(keep) if not keep.all() else table, len(entry.body))
                 replayed += int(keep.sum())
-        self.wal.open_for_append()
+        # never below what Parquet and the snapshot cover, whatever happened to the WAL (wal.py)
+        self.wal.open_for_append(max(self.flushed_seq, self.snapshot_seq))
+        self._report_damage()
         log.info("recovered: flushed through WAL seq %d, snapshot at %d, %d record(s) replayed into the "
-                 "flush queue, %d source(s) in the dedup index", self.flushed_seq, self.snapshot_seq, replayed,
-                 len(self.dedup))
+                 "flush queue, %d source(s) in the dedup index; next WAL seq %d", self.flushed_seq, self.snapshot_seq,
+                 replayed, len(self.dedup), self.wal.last_seq + 1)
+
+    def _report_damage(self) -> None:
+        """Count, log and store a notice of what WAL damage lost (wal_damage), then set the damaged
+        segments aside — in that order, so a crash in between finds the damage again."""
+        found = wal_damage.losses(self.wal.damage, self.flushed_seq)
+        if found:
+            table = wal_damage.notices(found, self.config.archive_id, self.wal.directory)
+            sink = pa.BufferOutputStream()
+            with ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
+            _, target = self._commit(table, {}, sink.getvalue().to_pybytes(), 1, 0, time.time_ns(), None)
+            self.wal.sync_to(target)
+            wal_damage.count(found, self.metrics)
+            for loss in found:
+                log.error("acknowledged records lost to WAL damage: %d entr%s from seq %d (%s record(s), %d bytes) "
+                          "in %s at byte %d; a loss notice is stored for `ranklog integrity`", loss.entries,
+                          "y" if loss.entries == 1 else "ies", loss.first_seq,
+                          "unknown" if loss.records is None else loss.records, loss.damage.size, loss.damage.segment,
+                          loss.damage.position)
+        elif self.wal.damage:
+            log.warning("WAL damage found in entries already written to Parquet: nothing was lost")
+        self.wal.set_aside()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._flush_loop, name="archive-flush", daemon=True)
@@ -154,23 +181,50 @@ class Pipeline:
         refuse_foreign_hosts(table, caller)
         table, spans = pop_spans(table)
         try:
-            with self._lock:
-                # dedup changes only together with the WAL append: staged() undoes it if the append
-                # raises, so neither the state nor a snapshot ever holds a key the WAL does not
-                with self.dedup.staged(table, received_ns / 1e9, spans, caller.identity) as keep:
-                    accepted = int(keep.sum())
-                    if accepted:
-                        seq = self.wal.append(body, content_type, encoding, received_ns, caller.identity)
-                        self._add_pending(seq, table if accepted == table.num_rows else table.filter(keep), len(body))
-                target = self.wal.last_seq
+            accepted, target = self._commit(table, spans, body, content_type, encoding, received_ns, caller.identity)
             self.wal.sync_to(target)
         except WalFailure as exc:
-            self.failure = str(exc)
-            log.error("%s; refusing ingest until restart", exc)
+            self._wal_failed(exc)
             raise
+        self._wal_trouble_since = None
         if self._pending.rows >= self.config.flush_rows:
             self._wake.set()
         return IngestResult(accepted, table.num_rows - accepted, target, repaired)
+
+    def _commit(self, table: pa.Table, spans, body: bytes, content_type: int, encoding: int, received_ns: int,
+                identity: str | None) -> tuple[int, int]:
+        """Dedup and the WAL append of one decoded body; (records accepted, WAL seq to sync to)."""
+        with self._lock:
+            # dedup changes only together with the WAL append: staged() undoes it if the append
+            # raises, so neither the state nor a snapshot ever holds a key the WAL does not
+            with self.dedup.staged(table, received_ns / 1e9, spans, identity) as keep:
+                accepted = int(keep.sum())
+                if accepted:
+                    seq = self.wal.append(body, content_type, encoding, received_ns, identity, accepted)
+                    self._add_pending(seq, table if accepted == table.num_rows else table.filter(keep), len(body))
+            return accepted, self.wal.last_seq
+
+    def _wal_failed(self, exc: WalFailure) -> None:
+        """A segment that cannot be opened is retried by the next request for up to `wal_retry_for`;
+        anything else (a failed write or fsync), or a retry past that, is fatal (see :attr:`on_fatal`)."""
+        now = time.monotonic()
+        if exc.retryable:
+            if self._wal_trouble_since is None:
+                self._wal_trouble_since = now
+            if now - self._wal_trouble_since < self.config.wal_retry_for:
+                log.error("%s; answering 503 and retrying with the next request", exc)
+                return
+            self.fatal(f"{exc} (for {now - self._wal_trouble_since:.0f}s)")
+        else:
+            self.fatal(str(exc))
+
+    def fatal(self, reason: str) -> None:
+        """A failure that sticks: refuse ingest, say why on /readyz, and let the service exit non-zero."""
+        if self.failure is None:
+            self.failure = reason
+            log.critical("%s; refusing ingest; the process exits so that its supervisor restarts it", reason)
+            if self.on_fatal is not None:
+                self.on_fatal(reason)
 
     def _add_pending(self, seq: int, table: pa.Table, wal_bytes: int) -> None:
         self._pending.items.append((seq, table))

@@ -23,11 +23,15 @@ What is checked (over the selected records, e.g. ``--since 1h`` from a systemd t
   that truncated lines no copy beside the file holds) arrive as WARNING
   records of that source carrying ``attrs.ranklog_lost_bytes`` and ``ranklog_lost_reason``; they are
   listed by source and fail the check — this is loss no seq number could show for plain-text files.
+- **archive WAL losses**: an archive that found damage in its write-ahead log at start, in entries it had
+  acknowledged but not yet written to Parquet, stores a loss notice (``attrs.ranklog_wal_lost_entries``,
+  ``ranklog_wal_lost_records`` — null when the damaged header did not survive — and
+  ``ranklog_wal_lost_bytes``; see ranklog.archive.wal_damage); they are listed and fail the check.
 - **parse errors**: lines kept as ``text`` records because their format did not parse (``attrs``
   holds ``parse_error``); nothing is lost, so they only fail the check with ``--fail-on-parse-errors``.
 
 Exit status: 0 clean, 1 when records are missing (a seq gap, a missing head, duplicate offsets, an
-agent-reported loss).
+agent-reported loss, an archive WAL loss).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..archive_layout import WAL_LOST_BYTES, WAL_LOST_ENTRIES, WAL_LOST_RECORDS, WAL_NOTICE_PREFIX
 from ..record import format_ts
 from . import engine
 from .filters import QuerySpec
@@ -68,10 +73,10 @@ SELECT count(*) AS records,
        count(DISTINCT source_id) AS sources
 FROM r
 """
-_SOURCES = """
+_SOURCES = f"""
 SELECT source_id, any_value(source) AS source, any_value(host) AS host, min("offset") AS first_offset,
        count(*) - count(DISTINCT "offset") AS duplicate_offsets
-FROM r GROUP BY source_id
+FROM r WHERE NOT starts_with(source_id, '{WAL_NOTICE_PREFIX}') GROUP BY source_id
 HAVING min("offset") > 0 OR count(*) > count(DISTINCT "offset")
 ORDER BY host, source
 """
@@ -103,6 +108,24 @@ def _agent_losses(source: Any, spec: QuerySpec) -> list[dict[str, Any]]:
             for (h, s, r), (b, n) in sorted(totals.items())]
 
 
+def _wal_losses(source: Any, spec: QuerySpec) -> list[dict[str, Any]]:
+    """The archives' WAL loss notices (ranklog.archive.wal_damage), one per damaged region."""
+    import json
+
+    notices_spec = dataclasses.replace(spec, attrs=(*spec.attrs, WAL_LOST_ENTRIES), order=(), limit=None)
+    found = []
+    for batch in engine.scan(source, notices_spec, ["ts", "host", "source", "attrs"]):
+        columns = [batch.column(0).cast("int64"), *(batch.column(i) for i in range(1, 4))]
+        for ts_us, host, path, attrs in zip(*(column.to_pylist() for column in columns), strict=True):
+            extra = json.loads(attrs)
+            records = extra.get(WAL_LOST_RECORDS)
+            found.append({"archive_id": extra.get("archive_id"), "host": host, "segment": path,
+                          "position": extra.get("ranklog_wal_position"), "entries": int(extra.get(WAL_LOST_ENTRIES) or 0),
+                          "records": None if records is None else int(records),
+                          "bytes": int(extra.get(WAL_LOST_BYTES) or 0), "ts": format_ts(ts_us * 1000)})
+    return sorted(found, key=lambda loss: (loss["ts"], str(loss["segment"])))
+
+
 def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
     """The integrity report as a JSON-ready dict; ``ok`` is False when records are missing."""
     with engine.duckdb_over(source, spec, COLUMNS) as connection:
@@ -121,8 +144,9 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
     parse_errors = _marked(source, spec, "parse_error", "errors")
     inferred = _marked(source, spec, "ts_inferred", "records")
     losses = _agent_losses(source, spec)
+    wal = _wal_losses(source, spec)
     return {
-        "ok": not gaps and not offsets and not losses,
+        "ok": not gaps and not offsets and not losses and not wal,
         "records": records, "processes": processes, "sources": sources,
         "missing_records": sum(g["missing"] for g in gaps),
         "seq_gaps": gaps[:MAX_LISTED], "seq_gap_count": len(gaps), "restarts": restarts,
@@ -131,6 +155,9 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
         "parse_errors": parse_errors, "parse_error_total": sum(p["errors"] for p in parse_errors),
         "inferred_ts": inferred[:MAX_LISTED], "inferred_ts_total": sum(p["records"] for p in inferred),
         "agent_losses": losses[:MAX_LISTED], "agent_lost_bytes": sum(entry["lost_bytes"] for entry in losses),
+        "archive_wal_losses": wal[:MAX_LISTED], "archive_wal_lost_entries": sum(loss["entries"] for loss in wal),
+        "archive_wal_lost_records": sum(loss["records"] or 0 for loss in wal),
+        "archive_wal_records_unknown": sum(1 for loss in wal if loss["records"] is None),
     }
 
 
@@ -164,6 +191,15 @@ def render_integrity(report: dict[str, Any], max_rows: int = 50) -> None:
         for row in report["agent_losses"][:max_rows]:
             table.add_row(row["host"], row["source"], row["reason"], str(row["lost_bytes"]), str(row["events"]))
         console.print(table)
+    if report["archive_wal_losses"]:
+        table = Table(title="lost in an archive's write-ahead log (damaged entries)", header_style="bold",
+                      title_justify="left")
+        for name in ("archive", "segment", "byte", "entries", "records", "bytes", "arrived"):
+            table.add_column(name, overflow="fold")
+        for row in report["archive_wal_losses"][:max_rows]:
+            table.add_row(str(row["archive_id"]), str(row["segment"]), str(row["position"]), str(row["entries"]),
+                          "unknown" if row["records"] is None else str(row["records"]), str(row["bytes"]), row["ts"])
+        console.print(table)
     if report["parse_errors"]:
         table = Table(title="parse errors", header_style="bold", title_justify="left")
         for name in ("host", "source", "format", "lines"):
@@ -177,6 +213,7 @@ PROBLEM_COLUMNS = ("kind", "host", "source", "source_id", "format", "pid", "job"
                    "next_seq", "missing", "after_ts", "next_ts", "problem", "first_offset", "duplicate_offsets",
                    "reason", "lost_bytes", "events", "errors", "records")
 _PROBLEMS = (("seq_gap", "seq_gaps"), ("offset", "offset_problems"), ("agent_loss", "agent_losses"),
+             ("archive_wal_loss", "archive_wal_losses"),
              ("parse_error", "parse_errors"), ("inferred_ts", "inferred_ts"))
 
 
@@ -186,7 +223,16 @@ def integrity_summary(report: dict[str, Any]) -> str:
             f"{report['seq_gap_count']} seq gap(s), {report['offset_problem_count']} offset problem(s), "
             f"{report['parse_error_total']} parse error(s), {report['restarts']} process restart(s), "
             f"{report['inferred_ts_total']} record(s) with an inferred time, "
-            f"{report['agent_lost_bytes']} byte(s) lost on nodes (agent-reported)")
+            f"{report['agent_lost_bytes']} byte(s) lost on nodes (agent-reported)" + _wal_summary(report))
+
+
+def _wal_summary(report: dict[str, Any]) -> str:
+    if not report["archive_wal_losses"]:
+        return ""
+    entries, unknown = report["archive_wal_lost_entries"], report["archive_wal_records_unknown"]
+    return (f"; archive WAL damage: {report['archive_wal_lost_records']} record(s) in {entries} acknowledged "
+            f"write-ahead log entr{'y' if entries == 1 else 'ies'} lost"
+            + (f" (+ {unknown} region(s) whose record count is unknown)" if unknown else ""))
 
 
 def integrity_rows(report: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
