@@ -12,6 +12,7 @@ here too (`arrow_body`, `ndjson_body`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import ssl
 import subprocess
@@ -108,6 +109,22 @@ def running_archive(root: Path | str, token_file: Path, port: int | None = None,
         yield handle
     finally:
         handle.stop()
+
+
+@functools.cache
+def _archive_flags() -> frozenset[str]:
+    help_text = subprocess.run(ranklog_cmd("archive", "--help"), capture_output=True, text=True, timeout=60).stdout
+    return frozenset(word.rstrip(",") for word in help_text.split() if word.startswith("--"))
+
+
+def known_flags(*pairs: str) -> tuple[str, ...]:
+    """``FLAG VALUE`` pairs the archive being tested knows: a scenario that tunes a newer setting still
+    runs against an older archive (to show how that one fails), with the setting's default there."""
+    out: list[str] = []
+    for flag, value in zip(pairs[::2], pairs[1::2], strict=True):
+        if flag in _archive_flags():
+            out += [flag, value]
+    return tuple(out)
 
 
 def arrow_body(table, compression: str | None = "zstd") -> bytes:

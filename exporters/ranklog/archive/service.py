@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import threading
+import time
 
 import uvicorn
 
@@ -66,6 +67,22 @@ def run(config: ArchiveConfig) -> int:
     maintenance = Maintenance(config, storage, state_dir, metrics, Clock(config.clock_file), disk,
                               lease_store(storage, config.root, config.s3.settings()))
     state = ArchiveState(config, storage, pipeline, tokens, metrics, disk)
+    server: uvicorn.Server | None = None
+    fatal: list[str] = []
+
+    def end_process(reason: str) -> None:
+        """A failure that sticks (pipeline.fatal): /readyz says why for `fatal_exit_delay`, then the
+        server stops and the process exits non-zero, so systemd (Restart=always) starts it again."""
+        fatal.append(reason)
+
+        def stop() -> None:
+            time.sleep(config.fatal_exit_delay)
+            if server is not None:
+                server.should_exit = True
+
+        threading.Thread(target=stop, name="archive-fatal-exit", daemon=True).start()
+
+    pipeline.on_fatal = end_process
 
     def recover() -> None:
         try:
@@ -73,7 +90,7 @@ def run(config: ArchiveConfig) -> int:
             maintenance.owner.recover()
         except Exception as exc:
             log.exception("recovery failed")
-            pipeline.failure = f"recovery failed: {exc}"
+            pipeline.fatal(f"recovery failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             return
         pipeline.start()
         maintenance.start()
@@ -108,5 +125,8 @@ def run(config: ArchiveConfig) -> int:
         if state.ready:
             pipeline.close()
         os.close(lock_fd)
+    if fatal:
+        log.critical("archive %s exits after a failure that sticks: %s", config.archive_id, fatal[0])
+        return 1
     log.info("archive %s stopped%s", config.archive_id, " (signal)" if stopped_by else "")
     return 0 if server.started else 1
