@@ -96,6 +96,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_refused_records_total", "counter",
                "Records in requests refused for what they hold, by reason (host_not_allowed: a token bound to a "
                "node identity sent records of a host it may not write).", ("reason",), "archive"),
+    MetricSpec("ranklog_archive_ingest_memory_bytes", "gauge",
+               "Memory charged to ingest requests in flight (bodies, decoded data, records), against "
+               "ingest_memory_budget.", component="archive"),
     MetricSpec("ranklog_archive_wal_bytes", "gauge", "Bytes in the write-ahead log not yet flushed to Parquet.", component="archive"),
     MetricSpec("ranklog_archive_stored_bytes", "gauge", "Bytes of Parquet files under the archive root.", component="archive"),
     MetricSpec("ranklog_archive_stored_files", "gauge", "Parquet files under the archive root.", component="archive"),

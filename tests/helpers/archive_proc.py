@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,7 @@ class ArchiveHandle:
     log_path: Path | None = None
     proc: subprocess.Popen | None = None
     ca_file: str | None = None
+    preexec_fn: Callable[[], None] | None = None  # run in the child before exec (e.g. resource limits)
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -58,7 +59,7 @@ class ArchiveHandle:
     def start(self, timeout: float = 60.0) -> None:
         args = ranklog_cmd("archive", "--root", str(self.root), "--listen", f"127.0.0.1:{self.port}",
                            "--token-file", str(self.token_file), *self.extra_args)
-        self.proc = spawn(args, log_path=self.log_path, env=self.env)
+        self.proc = spawn(args, log_path=self.log_path, env=self.env, preexec_fn=self.preexec_fn)
         self._stopped = False
         wait_ready(self.url, self.proc, timeout, self.ca_file)
 

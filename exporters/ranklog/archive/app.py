@@ -29,6 +29,7 @@ from starlette.routing import Route
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
 from .ingest import IngestError, encoding_code
+from .ingest_budget import IngestBudget, OverBudget
 from .loki.routes import LokiAPI
 from .openapi import openapi_document
 from .pipeline import HostNotAllowed, Pipeline
@@ -51,6 +52,7 @@ class ArchiveState:
     tokens: TokenStore
     metrics: object
     disk: DiskProbe
+    budget: IngestBudget
     ready: bool = False
     inflight: int = 0
     inflight_by_token: dict[str, int] = field(default_factory=dict)  # keyed by a hash, never the token
@@ -134,6 +136,7 @@ async def _ingest(request: Request, endpoint: str) -> Response:
         return _reject(state, "disk_full", 507, f"free disk {free} bytes is below the reserve {config.disk_reserve}")
     state.inflight += 1
     state.inflight_by_token[client] = state.inflight_by_token.get(client, 0) + 1
+    charge = state.budget.open(client)
     try:
         chunks: list[bytes] = []
         size = 0
@@ -141,21 +144,28 @@ async def _ingest(request: Request, endpoint: str) -> Response:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > config.max_body_size:
-                    return _reject(state, "too_large", 413, f"body exceeds max_body_size ({config.max_body_size})")
+                    return _reject(state, "too_large", 413, f"body exceeds max_body_size ({config.max_body_size})",
+                                   Connection="close")
+                # twice: the chunks and their joined copy (stored_body may copy once more, briefly)
+                charge.add(2 * len(chunk), "request body")
                 chunks.append(chunk)
         if deadline.cancelled_caught:  # a slow (or stalled) upload: its slot goes back now
             return _reject(state, "body_timeout", 408, f"request body not received within {config.body_timeout:g}s",
                            Connection="close")
         body = stored_body(content_type, request.headers, b"".join(chunks))
-        try:
-            result = await anyio.to_thread.run_sync(state.pipeline.ingest, body, content_type, encoding, caller)
-        except HostNotAllowed as exc:
-            return _refuse_hosts(state, exc)
-        except IngestError as exc:
-            return _reject(state, exc.reason, exc.status, str(exc))
-        except WalFailure as exc:
-            return _reject(state, "wal_failure", 503, str(exc), retry_after=2 if exc.retryable else 30)
+        chunks.clear()
+        result = await anyio.to_thread.run_sync(state.pipeline.ingest, body, content_type, encoding, caller, charge)
+    except HostNotAllowed as exc:
+        return _refuse_hosts(state, exc)
+    except OverBudget as exc:  # 413: the request alone is too big; 429: others hold the budget now
+        return _reject(state, exc.reason, exc.status, str(exc), retry_after=1 if exc.status == 429 else None,
+                       Connection="close")
+    except IngestError as exc:
+        return _reject(state, exc.reason, exc.status, str(exc))
+    except WalFailure as exc:
+        return _reject(state, "wal_failure", 503, str(exc), retry_after=2 if exc.retryable else 30)
     finally:
+        charge.close()
         state.inflight -= 1
         state.inflight_by_token[client] -= 1
         if not state.inflight_by_token[client]:

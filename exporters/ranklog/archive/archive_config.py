@@ -106,6 +106,13 @@ class ArchiveConfig:
     max_body_size: int = field(default=256 * 1024**2, metadata={"unit": "size", "help": "larger requests get 413"})
     max_decoded_size: int = field(default=1024**3, metadata={
         "unit": "size", "help": "413 when a compressed body inflates past this"})
+    ingest_memory_budget: int = field(default=512 * 1024**2, metadata={
+        "unit": "size", "help": "memory all ingest requests may hold at once (bodies, decoded data, records); "
+                                "past it 429 with Retry-After"})
+    ingest_memory_per_token: int = field(default=256 * 1024**2, metadata={
+        "unit": "size", "help": "memory one token's requests may hold at once; a request that alone needs more "
+                                "gets 413"})
+    max_request_records: int = field(default=1_000_000, metadata={"help": "413 for a request with more records"})
     disk_reserve: int = field(default=1024**3, metadata={"unit": "size", "help": "507 when free disk is below this"})
     free_space_file: str = field(default="", metadata={"help": "read free bytes from this file (tests, drills)"})
     clock_file: str = field(default="", metadata={"help": "read 'now' (epoch seconds) from this file (tests)"})
@@ -176,6 +183,8 @@ class ArchiveConfig:
                      "wal_retry_for"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive")
+        if self.ingest_memory_per_token <= 0 or self.ingest_memory_budget <= 0 or self.max_request_records <= 0:
+            raise ValueError("ingest_memory_budget, ingest_memory_per_token and max_request_records: must be positive")
         if self.max_header_size < 1024:
             raise ValueError(f"max_header_size: {self.max_header_size} is below 1 KiB (no client's headers fit)")
 

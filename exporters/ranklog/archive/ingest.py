@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -41,6 +42,9 @@ import pyarrow as pa
 from ..conform import SchemaMismatch
 from ..conform import conform as conform_table
 from ..record import REQUIRED, SPANS_METADATA_KEY, normalize_row, records_table
+from . import ipc_sizes
+from .ingest_budget import ARROW_FACTOR, UNLIMITED, Charge
+from .ingest_error import IngestError, bad
 from .ingest_values import pop_repaired, repair_arrow, repair_rows, with_repaired
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -56,19 +60,6 @@ SHIPPER_KEY_PREFIX = "body:"
 BODY_KEY_PREFIXES = (BODY_KEY_PREFIX, SHIPPER_KEY_PREFIX)
 _ALIASES = {"msg": ("message", "log"), "ts": ("timestamp", "time", "@timestamp", "date"), "level": ("severity",),
             "host": ("hostname",)}
-
-
-class IngestError(Exception):
-    """A request the archive refuses; `status` is the HTTP answer, `reason` the metric label."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-def bad(message: str) -> IngestError:
-    return IngestError(400, "bad_body", message)
 
 
 def content_type_code(header: str | None) -> int:
@@ -89,54 +80,120 @@ def encoding_code(header: str | None) -> int:
     return ENCODINGS[value]
 
 
-def decompress(body: bytes, encoding: int, limit: int) -> bytes:
-    """The decoded body; 413 when it inflates past `limit` (a zip bomb is refused, not expanded)."""
+DECODE_CHUNK = 1 << 20  # decompressed bytes charged to the request's memory budget at a time
+DECODE_INPUT = 64 << 10  # compressed bytes handed to zlib at a time
+
+
+def decompress(body: bytes, encoding: int, limit: int, charge: Charge = UNLIMITED) -> bytes:
+    """The decoded body; 413 when it inflates past `limit` or past the request's memory budget — found
+    chunk by chunk while inflating, so a zip bomb is refused when it reaches either, not expanded."""
     if encoding == 0:
-        data = body
-    elif encoding == 1:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            data = inflater.decompress(body, limit + 1)
-        except zlib.error as exc:
-            raise bad(f"body is not valid gzip: {exc}") from None
-        if len(data) <= limit and not inflater.eof:
-            raise bad("gzip body is truncated")
-    else:
-        try:
-            data = pa.input_stream(pa.py_buffer(body), compression="zstd").read(limit + 1)
-        except (OSError, pa.ArrowException) as exc:
-            raise bad(f"body is not valid zstd: {exc}") from None
-    if len(data) > limit:
-        raise IngestError(413, "too_large", f"decoded body exceeds {limit} bytes")
+        return body
+    parts: list[bytes] = []
+    size = 0
+    try:
+        for chunk in _gunzip_chunks(body) if encoding == 1 else _zstd_chunks(body):
+            size += len(chunk)
+            if size > limit:
+                raise IngestError(413, "too_large", f"decoded body exceeds {limit} bytes")
+            charge.add(len(chunk), "decoded body")
+            parts.append(chunk)
+        charge.add(size, "decoded body")  # the joined copy, while the parts still exist
+        data = b"".join(parts)
+    finally:
+        parts.clear()
+    charge.give_back(size)
     return data
 
 
-def decode(body: bytes, content_type: int, encoding: int, received_ns: int, limit: int) -> pa.Table:
+def _gunzip_chunks(body: bytes) -> Iterator[bytes]:
+    """Inflate in DECODE_CHUNK pieces, fed DECODE_INPUT bytes at a time: zlib copies the input it
+    has not consumed (``unconsumed_tail``) at every call, so feeding it the whole body made a 10 MB
+    bomb cost gigabytes of copying."""
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    view = memoryview(body)
+    position = 0
+    tail = b""
+    try:
+        while not inflater.eof:
+            if tail:
+                feed = tail
+            elif position < len(view):
+                feed = view[position:position + DECODE_INPUT]
+                position += len(feed)
+            else:
+                feed = b""  # the input is all in: whatever zlib still holds
+            chunk = inflater.decompress(feed, DECODE_CHUNK)
+            tail = inflater.unconsumed_tail
+            if chunk:
+                yield chunk
+            elif not feed:
+                break
+    except zlib.error as exc:
+        raise bad(f"body is not valid gzip: {exc}") from None
+    if not inflater.eof:
+        raise bad("gzip body is truncated")
+
+
+def _zstd_chunks(body: bytes) -> Iterator[bytes]:
+    try:
+        stream = pa.input_stream(pa.py_buffer(body), compression="zstd")
+        while True:
+            chunk = stream.read(DECODE_CHUNK)
+            if not chunk:
+                return
+            yield chunk
+    except (OSError, pa.ArrowException) as exc:
+        raise bad(f"body is not valid zstd: {exc}") from None
+
+
+def decode(body: bytes, content_type: int, encoding: int, received_ns: int, limit: int,
+           charge: Charge = UNLIMITED) -> pa.Table:
     """The record table a request body carries (schema: ``record.arrow_schema()``).
 
     Values never refuse a body (:mod:`.ingest_values`); the number of records whose values were
-    repaired rides in the schema metadata until :func:`.ingest_values.pop_repaired` takes it.
+    repaired rides in the schema metadata until :func:`.ingest_values.pop_repaired` takes it. What
+    decoding holds is charged to `charge` (:mod:`.ingest_budget`).
     """
-    data = decompress(body, encoding, limit)
+    data = decompress(body, encoding, limit, charge)
     if content_type == CONTENT_TYPES[ARROW_STREAM]:
-        table = read_arrow_stream(data)
+        table = read_arrow_stream(data, charge)
         spans = (table.schema.metadata or {}).get(SPANS_METADATA_KEY)
+        charge.add((ARROW_FACTOR - 1) * table.nbytes, "Arrow body")  # the repaired and conformed copies
         repaired = repair_arrow(table, received_ns)
         _, count = pop_repaired(repaired)
         out = with_repaired(conform(repaired), count)
         if spans:  # carried to dedup (ranklog.archive.dedup.pop_spans)
             out = out.replace_schema_metadata({**(out.schema.metadata or {}), SPANS_METADATA_KEY: spans})
         return out
-    return decode_ndjson(data, received_ns)
+    return decode_ndjson(data, received_ns, charge)
 
 
 # --- Arrow ----------------------------------------------------------------------------------------
 
-def read_arrow_stream(data: bytes) -> pa.Table:
+def read_arrow_stream(data: bytes, charge: Charge = UNLIMITED) -> pa.Table:
+    """The table of an Arrow IPC stream. What its compressed buffers inflate to, and its rows, are
+    charged from the stream's metadata before any is decompressed (:mod:`.ipc_sizes`)."""
+    declared = None
+    if charge.limited:
+        try:
+            declared = ipc_sizes.declared(data)
+        except ipc_sizes.NotIpc:
+            declared = None  # the reader below says what is wrong with it
+        if declared is not None:
+            charge.records(declared.rows, "Arrow body")
+            charge.add(declared.inflated, "Arrow body")
     try:
         # One thread per request: concurrent requests already use every core.
         reader = pa.ipc.open_stream(pa.py_buffer(data), options=pa.ipc.IpcReadOptions(use_threads=False))
-        return reader.read_all()
+        batches, rows = [], 0
+        for batch in reader:
+            if declared is None:  # (metadata it could not read: charged as the batches come)
+                rows += batch.num_rows
+                charge.records(rows, "Arrow body")
+                charge.add(batch.nbytes, "Arrow body")
+            batches.append(batch)
+        return pa.Table.from_batches(batches, schema=reader.schema)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise bad(f"body is not an Arrow IPC stream: {str(exc).splitlines()[0][:200]}") from None
 
@@ -167,7 +224,8 @@ def _has_key(obj: dict[str, Any]) -> bool:
             and isinstance(obj.get("source_id") or obj.get("source"), str))
 
 
-def decode_ndjson(data: bytes, received_ns: int) -> pa.Table:
+def decode_ndjson(data: bytes, received_ns: int, charge: Charge = UNLIMITED) -> pa.Table:
+    charge.records(data.count(b"\n") + 1, "NDJSON body")  # (its memory: dispatch.charge_json, before any parse)
     try:
         return _decode_ndjson(data, received_ns)
     except (UnicodeError, pa.ArrowException, OverflowError) as exc:

@@ -39,6 +39,7 @@ from .archive_config import ArchiveConfig
 from .auth import SHARED, Caller, foreign_hosts
 from .dedup import DedupIndex, pop_spans
 from .ingest import IngestError
+from .ingest_budget import UNLIMITED, Charge
 from .ingest_values import pop_repaired
 from .parquet_writer import FLUSH_ZSTD_LEVEL, split_by_hour, write_parquet
 from .scheduling import lower_current_thread
@@ -173,11 +174,18 @@ class Pipeline:
     def pending_bytes(self) -> int:
         return self._pending.bytes + self._flushing_bytes
 
-    def ingest(self, body: bytes, content_type: int, encoding: int, caller: Caller = SHARED) -> IngestResult:
+    def ingest(self, body: bytes, content_type: int, encoding: int, caller: Caller = SHARED,
+               charge: Charge = UNLIMITED) -> IngestResult:
+        """Decode, dedup, append to the WAL and wait for it to be durable. What decoding holds is
+        charged to `charge` as it goes (ingest_budget); once the table exists, only it stays charged."""
         if self.failure:
             raise WalFailure(self.failure)
         received_ns = time.time_ns()
-        table, repaired = pop_repaired(decode(body, content_type, encoding, received_ns, self.config.max_decoded_size))
+        before = charge.held
+        table, repaired = pop_repaired(decode(body, content_type, encoding, received_ns, self.config.max_decoded_size,
+                                              charge))
+        charge.give_back(charge.held - before)
+        charge.add(table.nbytes, "decoded records")
         refuse_foreign_hosts(table, caller)
         table, spans = pop_spans(table)
         try:

@@ -25,6 +25,7 @@ from .app import ArchiveState, create_app
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
 from .http_limits import guarded_protocol
+from .ingest_budget import IngestBudget
 from .leases import lease_store
 from .maintenance import Maintenance
 from .pipeline import Pipeline
@@ -66,7 +67,9 @@ def run(config: ArchiveConfig) -> int:
     pipeline = Pipeline(config, storage, state_dir, metrics)
     maintenance = Maintenance(config, storage, state_dir, metrics, Clock(config.clock_file), disk,
                               lease_store(storage, config.root, config.s3.settings()))
-    state = ArchiveState(config, storage, pipeline, tokens, metrics, disk)
+    budget = IngestBudget(config.ingest_memory_budget, config.ingest_memory_per_token, config.max_request_records,
+                          metrics.archive_ingest_memory_bytes)
+    state = ArchiveState(config, storage, pipeline, tokens, metrics, disk, budget)
     server: uvicorn.Server | None = None
     fatal: list[str] = []
 

@@ -13,12 +13,14 @@ notification on any of them (its endpoint is ``/v1/alerts``).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ...alert_notifications import ALERTS_PATH
 from ..ingest import CONTENT_TYPES, NDJSON, IngestError, decompress
 from ..ingest import decode as decode_native
-from . import generic, loki_push, otlp
+from ..ingest_budget import PROTOBUF_FACTOR, UNLIMITED, Charge
+from . import generic, loki_push, otlp, protobuf_count
 from .batch import batch_source_id, to_table, unwrap
 
 INGEST, OTLP_LOGS, LOKI_PUSH = "/v1/ingest", "/v1/logs", "/loki/api/v1/push"
@@ -97,13 +99,24 @@ def json_shape(data: bytes) -> str | None:
     return "events"
 
 
-def binary_shape(data: bytes, limit: int) -> str | None:
+_FIRST = re.compile(rb"\s*(.)", re.DOTALL)
+
+
+def charge_json(data: bytes, charge: Charge) -> None:
+    """Before anything parses a JSON-looking body: charge what its objects and arrays will cost as
+    Python objects (every ``{`` or ``[`` may be one; counted at memchr speed, no copy)."""
+    first = _FIRST.match(data)
+    if first is not None and first.group(1) in (b"{", b"["):
+        charge.estimate(data.count(b"{") + data.count(b"["), len(data), "JSON body")
+
+
+def binary_shape(data: bytes, limit: int, charge: Charge = UNLIMITED) -> str | None:
     """'arrow' or 'loki' (snappy + PushRequest with streams) for a binary body, else None."""
     if data[:4] == b"\xff\xff\xff\xff":
         return "arrow"
     try:
         request = loki_push.push_request_class()()
-        request.ParseFromString(loki_push.snappy_block(data, limit))
+        request.ParseFromString(loki_push.snappy_block(data, limit, charge))
     except Exception:  # any failure just means "not a Loki body"
         return None
     return "loki" if len(request.streams) else None
@@ -118,15 +131,16 @@ def check_ingest_json(data: bytes) -> str | None:
     return "array" if data.lstrip()[:1] == b"[" else None
 
 
-def decode_array(data: bytes, received_ns: int) -> Any:
+def decode_array(data: bytes, received_ns: int, charge: Charge = UNLIMITED) -> Any:
     """A JSON array of events posted to ``/v1/ingest`` under an NDJSON/JSON media type."""
-    return _table(JSON_ARRAY, generic.json_array(data), "", data, received_ns)
+    return _table(JSON_ARRAY, generic.json_array(data), "", data, received_ns, charge)
 
 
-def decode(code: int, stored: bytes, encoding: int, received_ns: int, limit: int) -> Any:
+def decode(code: int, stored: bytes, encoding: int, received_ns: int, limit: int, charge: Charge = UNLIMITED) -> Any:
     """The record table of a shipper request as the WAL stored it."""
     key, body = unwrap(stored)
-    data = decompress(body, encoding, limit)
+    data = decompress(body, encoding, limit, charge)
+    charge_json(data, charge)
     if code == JSON_ARRAY:
         shape = json_shape(data)
         if shape in ("otlp", "loki", "alertmanager"):
@@ -140,14 +154,21 @@ def decode(code: int, stored: bytes, encoding: int, received_ns: int, limit: int
         if shape is not None:
             raise IngestError(400, "bad_body", f"body is JSON, not msgpack: send it as application/json "
                               f"(to {_SHAPE_ENDPOINT[shape]})")
-        found = generic.msgpack_events(data)
+        found = generic.msgpack_events(data, charge)
     elif code in (OTLP_PROTOBUF, OTLP_JSON):
-        found = otlp.rows(_otlp_request(code, data, limit))
+        found = otlp.rows(_otlp_request(code, data, limit, charge))
     elif code in (LOKI_PROTOBUF, LOKI_JSON):
-        found = loki_push.rows(_loki_entries(code, data, limit))
+        found = loki_push.rows(_loki_entries(code, data, limit, charge))
     else:
         raise IngestError(400, "bad_body", f"unknown shipper body code {code}")
-    return _table(code, found, key, data, received_ns)
+    return _table(code, found, key, data, received_ns, charge)
+
+
+def charge_protobuf(data: bytes, path: tuple[int, ...], charge: Charge, what: str) -> None:
+    """Count a protobuf body's records on the wire (protobuf_count) and charge them before parsing."""
+    records = protobuf_count.count(data, path, charge.count_limit(PROTOBUF_FACTOR))
+    charge.records(records, what)
+    charge.estimate(records, len(data), what, PROTOBUF_FACTOR)
 
 
 def _ndjson_events(data: bytes) -> list[dict[str, Any]]:
@@ -164,7 +185,7 @@ def _ndjson_events(data: bytes) -> list[dict[str, Any]]:
     return events
 
 
-def _otlp_request(code: int, data: bytes, limit: int) -> dict[str, Any]:
+def _otlp_request(code: int, data: bytes, limit: int, charge: Charge) -> dict[str, Any]:
     shape = json_shape(data)
     if shape not in (None, "otlp"):
         raise wrong_endpoint(shape, OTLP_LOGS)
@@ -172,16 +193,19 @@ def _otlp_request(code: int, data: bytes, limit: int) -> dict[str, Any]:
         if shape is None:
             raise IngestError(400, "bad_body", "body is not OTLP/JSON (not a JSON object with resourceLogs)")
         return otlp.parse_json(data)
+    charge_protobuf(data, protobuf_count.OTLP_LOG_RECORDS, charge, "OTLP body")
     try:
         return otlp.parse_protobuf(data)
-    except IngestError:
-        other = binary_shape(data, limit)
+    except IngestError as exc:
+        if exc.status != 400:
+            raise
+        other = binary_shape(data, limit, charge)
         if other is not None:
             raise wrong_endpoint(other, OTLP_LOGS) from None
         raise
 
 
-def _loki_entries(code: int, data: bytes, limit: int) -> list:
+def _loki_entries(code: int, data: bytes, limit: int, charge: Charge) -> list:
     shape = json_shape(data)
     if shape not in (None, "loki"):
         raise wrong_endpoint(shape, LOKI_PUSH)
@@ -192,14 +216,17 @@ def _loki_entries(code: int, data: bytes, limit: int) -> list:
     if data[:4] == b"\xff\xff\xff\xff":
         raise wrong_endpoint("arrow", LOKI_PUSH)
     try:
-        return list(loki_push.parse_protobuf(loki_push.snappy_block(data, limit)))
+        request = loki_push.snappy_block(data, limit, charge)
+        charge_protobuf(request, protobuf_count.LOKI_ENTRIES, charge, "Loki body")
+        return list(loki_push.parse_protobuf(request))
     except IngestError as exc:
-        if exc.status == 400 and _is_otlp_protobuf(data):
+        if exc.status == 400 and _is_otlp_protobuf(data, charge):
             raise wrong_endpoint("otlp", LOKI_PUSH) from None
         raise
 
 
-def _is_otlp_protobuf(data: bytes) -> bool:
+def _is_otlp_protobuf(data: bytes, charge: Charge) -> bool:
+    charge_protobuf(data, protobuf_count.OTLP_LOG_RECORDS, charge, "body")
     try:
         request = otlp.parse_protobuf(data)
     except IngestError:
@@ -207,20 +234,25 @@ def _is_otlp_protobuf(data: bytes) -> bool:
     return bool(request.get("resourceLogs"))
 
 
-def _table(code: int, found: Any, key: str, data: bytes, received_ns: int) -> Any:
+def _table(code: int, found: Any, key: str, data: bytes, received_ns: int, charge: Charge) -> Any:
     shape, source, fmt = _ORIGIN[code]
     defaults = {"ts": received_ns, "host": "unknown", "ip": "", "source": source, "format": fmt}
-    return to_table(list(found), batch_source_id(shape, key, data), defaults)
+    rows = list(found)
+    charge.records(len(rows), f"{shape} body")
+    return to_table(rows, batch_source_id(shape, key, data), defaults)
 
 
 
-def decode_body(stored: bytes, code: int, encoding: int, received_ns: int, limit: int) -> Any:
-    """The record table of any request as the WAL stored it: what the pipeline and WAL replay call."""
+def decode_body(stored: bytes, code: int, encoding: int, received_ns: int, limit: int,
+                charge: Charge = UNLIMITED) -> Any:
+    """The record table of any request as the WAL stored it: what the pipeline and WAL replay call.
+    What decoding holds is charged to `charge` as it goes (ranklog.archive.ingest_budget)."""
     if code in SHIPPER_CODES:
-        return decode(code, stored, encoding, received_ns, limit)
+        return decode(code, stored, encoding, received_ns, limit, charge)
     if code == CONTENT_TYPES[NDJSON]:
-        data = decompress(stored, encoding, limit)
+        data = decompress(stored, encoding, limit, charge)
+        charge_json(data, charge)
         if check_ingest_json(data) == "array":
-            return decode_array(data, received_ns)
-        return decode_native(data, code, 0, received_ns, limit)  # already decompressed
-    return decode_native(stored, code, encoding, received_ns, limit)
+            return decode_array(data, received_ns, charge)
+        return decode_native(data, code, 0, received_ns, limit, charge)  # already decompressed
+    return decode_native(stored, code, encoding, received_ns, limit, charge)

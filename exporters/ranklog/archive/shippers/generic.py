@@ -18,10 +18,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..ingest import IngestError
+from ..ingest_budget import ROW_COST, UNLIMITED, Charge
 from .mapping import take_fields
 
 ALIASES = {"msg": ("message", "log"), "ts": ("timestamp", "time", "@timestamp", "date"), "level": ("severity",)}
 _EVENT_TIME = struct.Struct(">II")
+_CHARGE_EVERY = 1024  # maps/arrays (and events) between two budget checks
 
 
 def bad(message: str) -> IngestError:
@@ -72,14 +74,30 @@ def _ns(value: Any) -> Any:
     return None
 
 
-def msgpack_events(data: bytes) -> Iterator[dict[str, Any]]:
+def msgpack_events(data: bytes, charge: Charge = UNLIMITED) -> Iterator[dict[str, Any]]:
+    """The events of a msgpack body. Every map and array the unpacker makes is charged to the request's
+    memory budget as it is made (so 8 KB of ``0x80``, two million empty maps, stop at the budget)."""
     import msgpack
 
+    made = 0
+
+    def counted(value: Any) -> Any:
+        nonlocal made
+        made += 1
+        if not made % _CHARGE_EVERY:
+            charge.add(_CHARGE_EVERY * ROW_COST, "msgpack body")
+        return value
+
+    charge.estimate(0, len(data), "msgpack body")
     unpacker = msgpack.Unpacker(raw=False, ext_hook=_ext_hook, strict_map_key=False, unicode_errors="surrogateescape",
-                                max_buffer_size=max(len(data), 1))
+                                max_buffer_size=max(len(data), 1), object_hook=counted, list_hook=counted)
+    items = []
     try:
         unpacker.feed(data)
-        items = list(unpacker)
+        for item in unpacker:
+            items.append(item)
+            if not len(items) % _CHARGE_EVERY:
+                charge.records(len(items), "msgpack body")
     except (msgpack.UnpackException, ValueError, TypeError) as exc:
         raise bad(f"body is not msgpack: {str(exc)[:160]}") from None
     if not items:

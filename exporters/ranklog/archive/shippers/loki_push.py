@@ -23,6 +23,7 @@ from typing import Any
 
 from ...record import parse_ts
 from ..ingest import IngestError
+from ..ingest_budget import UNLIMITED, Charge
 from .mapping import take_fields
 
 _LABEL_PAIR = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|$)')
@@ -65,8 +66,9 @@ def push_request_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("logproto.PushRequest"))
 
 
-def snappy_block(data: bytes, limit: int) -> bytes:
-    """Snappy block-format decompression, refusing (413) what would inflate past `limit`."""
+def snappy_block(data: bytes, limit: int, charge: Charge = UNLIMITED) -> bytes:
+    """Snappy block-format decompression, refusing (413) what would inflate past `limit` or the
+    request's memory budget (the block declares its decompressed length up front)."""
     import cramjam
 
     length, shift, position = 0, 0, 0
@@ -81,6 +83,7 @@ def snappy_block(data: bytes, limit: int) -> bytes:
         raise bad("body is not snappy-compressed (Loki push protobuf bodies are)")
     if length > limit:
         raise IngestError(413, "too_large", f"decoded body exceeds {limit} bytes")
+    charge.add(length, "decoded Loki body")
     try:
         return bytes(cramjam.snappy.decompress_raw(data))
     except Exception as exc:  # cramjam raises its own DecompressionError
