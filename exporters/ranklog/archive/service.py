@@ -21,6 +21,7 @@ import uvicorn
 from ..errors import UserError
 from ..log import service_logging
 from ..metrics import create
+from .allocator import return_large_blocks
 from .app import ArchiveState, create_app
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
@@ -55,6 +56,7 @@ def _lock_state_dir(state_dir: str) -> int:
 
 def run(config: ArchiveConfig) -> int:
     service_logging.configure(config.log_level, config.log_format)
+    return_large_blocks()
     storage = Storage(config.root, config.archive_id, config.s3.settings())
     state_dir = state_directory(config, storage)
     lock_fd = _lock_state_dir(state_dir)
