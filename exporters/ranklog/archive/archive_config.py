@@ -104,6 +104,8 @@ class ArchiveConfig:
     state_dir: str = field(default="", metadata={
         "help": "WAL, dedup snapshot and journals (default: <root>/_ranklog/<archive_id> for a local root)"})
     max_body_size: int = field(default=256 * 1024**2, metadata={"unit": "size", "help": "larger requests get 413"})
+    max_query_body_size: int = field(default=1024**2, metadata={
+        "unit": "size", "help": "larger bodies of /v1/query and the Loki API's POST forms get 413"})
     max_decoded_size: int = field(default=1024**3, metadata={
         "unit": "size", "help": "413 when a compressed body inflates past this"})
     ingest_memory_budget: int = field(default=512 * 1024**2, metadata={

@@ -38,6 +38,7 @@ from ..query.outputs import json_lines
 from ..query.remote import ARROW_STREAM, ROW_LIMIT_HEADER
 from ..query.sources import ArchiveSource
 from ..record import arrow_schema
+from .request_body import BodyRefused, read_body
 
 NDJSON = "application/x-ndjson"
 _GET_LISTS = ("levels", "host", "ip", "pid", "rank", "job", "trace_id", "logger", "attr")
@@ -65,12 +66,17 @@ def _spec_from_params(request: Request) -> tuple[QuerySpec, list[str] | None, st
 
 async def _spec_from_body(request: Request) -> tuple[QuerySpec, list[str] | None, str, bool]:
     try:
-        body = json.loads(await request.body() or b"{}")
+        body = json.loads(await read_body(request) or b"{}")
     except ValueError:
         raise UserError("the body is not JSON") from None
+    except RecursionError:
+        raise UserError("the body is JSON nested too deeply") from None
     if not isinstance(body, dict):
         raise UserError("the body must be a JSON object")
-    spec = QuerySpec.from_dict({} if body.get("spec") is None else body["spec"])
+    try:
+        spec = QuerySpec.from_dict({} if body.get("spec") is None else body["spec"])
+    except RecursionError:
+        raise UserError("the query spec is nested too deeply") from None
     columns = body.get("columns")
     if columns is not None and not (isinstance(columns, list) and all(isinstance(c, str) for c in columns)):
         raise UserError("columns: expected a list of column names")
@@ -160,6 +166,8 @@ class QueryEndpoint:
             selected = engine.check_columns(columns)
         except UserError as exc:
             return _error(400, str(exc))
+        except BodyRefused as exc:
+            return _error(exc.status, str(exc), Connection="close")
         if not self._slots.acquire(blocking=False):
             return _error(429, f"too many queries running (limit {self.limits.max_concurrent})", **{"Retry-After": "1"})
         released = threading.Event()

@@ -38,6 +38,7 @@ from ...query import engine
 from ...query.logql import STREAM_LABELS, LogQLError, LogSelector, parse, parse_selector
 from ...query.logql_spec import to_spec
 from ...query.sources import ArchiveSource
+from ..request_body import BodyRefused, read_body
 from . import evaluate
 from .params import (
     LABELS_RANGE_DEFAULT_NS,
@@ -52,6 +53,7 @@ from .params import (
 )
 
 MAX_CONCURRENT = 4
+MAX_FIELDS = 10_000  # form fields of a POST body (each match[] of /series is one)
 MAX_TAILS = 8
 TAIL_INTERVAL_S = 1.0
 PREFIX = "/loki/api/v1"
@@ -102,7 +104,10 @@ class LokiAPI:
             denied = self.authorize(request)
             if denied is not None:
                 return denied
-            params = await _params(request)
+            try:
+                params = await _params(request)
+            except BodyRefused as exc:
+                return loki_error(exc.status, str(exc), Connection="close")
             if not self._slots.acquire(blocking=False):
                 return loki_error(429, f"too many outstanding requests (limit {MAX_CONCURRENT})", **{"Retry-After": "1"})
             try:
@@ -259,7 +264,10 @@ async def _params(request: Request) -> MultiDict:
     """The query string, plus a urlencoded POST body (Loki accepts both)."""
     items = list(request.query_params.multi_items())
     if request.method == "POST":
-        body = await request.body()
+        body = await read_body(request)
         if body:
-            items += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+            try:
+                items += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=MAX_FIELDS)
+            except ValueError:  # more fields than MAX_FIELDS
+                raise BodyRefused(413, "too_large", f"more than {MAX_FIELDS} form fields") from None
     return MultiDict(items)
