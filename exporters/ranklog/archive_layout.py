@@ -47,6 +47,27 @@ WAL_LOST_ENTRIES, WAL_LOST_RECORDS, WAL_LOST_BYTES = "ranklog_wal_lost_entries",
 WAL_NOTICE_PREFIX = "ranklog-archive:"  # their source_id: `ranklog-archive:<archive id>:wal`, offset the first lost seq
 
 
+# Where the archive moves a Parquet file it cannot read (relative to the root; the hour's path kept below
+# it, and ".unreadable" appended so that no `*.parquet` glob matches it). Readers skip unreadable files
+# with a warning naming them; `ranklog integrity` reports both kinds as damage.
+QUARANTINE_DIR = "_ranklog/quarantine"
+QUARANTINE_SUFFIX = ".unreadable"
+PARQUET_MAGIC = b"PAR1"
+
+
+def parquet_shape_problem(size: int, head: bytes, tail: bytes) -> str | None:
+    """Why a file cannot be Parquet, from its size, first 4 and last 8 bytes; None when it may be."""
+    if size < 12:
+        return f"{size} bytes: too short to be a Parquet file"
+    if head[:4] != PARQUET_MAGIC:
+        return "no Parquet magic at its start: not a Parquet file"
+    if tail[-4:] != PARQUET_MAGIC:
+        return "no Parquet footer at its end: truncated (a copy cut short) or not a Parquet file"
+    if int.from_bytes(tail[-8:-4], "little") + 12 > size:
+        return "its footer claims more bytes than the file has"
+    return None
+
+
 def partition_dir(hour_index: int) -> str:
     """`date=YYYY-MM-DD/hour=HH` for an hour counted since the epoch."""
     moment = datetime.fromtimestamp(hour_index * 3600, tz=timezone.utc)

@@ -102,6 +102,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_wal_bytes", "gauge", "Bytes in the write-ahead log not yet flushed to Parquet.", component="archive"),
     MetricSpec("ranklog_archive_stored_bytes", "gauge", "Bytes of Parquet files under the archive root.", component="archive"),
     MetricSpec("ranklog_archive_stored_files", "gauge", "Parquet files under the archive root.", component="archive"),
+    MetricSpec("ranklog_archive_unreadable_files", "gauge",
+               "Parquet files under the archive root that are not readable: in place (readers skip them) or "
+               "moved to _ranklog/quarantine/ by compaction; ranklog integrity lists them.", component="archive"),
     MetricSpec("ranklog_archive_oldest_partition_timestamp_seconds", "gauge", "Start of the oldest hour partition kept.", component="archive"),
     MetricSpec("ranklog_archive_disk_free_bytes", "gauge", "Free bytes on the archive's filesystem.", component="archive"),
     MetricSpec("ranklog_archive_flush_seconds", "histogram", "Time to flush WAL data to a Parquet file.", component="archive", buckets=_FLUSH_BUCKETS),

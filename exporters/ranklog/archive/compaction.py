@@ -33,6 +33,7 @@ from .parquet_writer import (
     is_compacted,
     sort_records,
 )
+from .quarantine import Unreadable, move_aside, opening, readable
 from .replacement import HourOwner, replace
 from .storage import Storage, StoredFile
 
@@ -40,10 +41,12 @@ log = logging.getLogger("ranklog.archive.compaction")
 # Paths of compaction outputs already seen: an output never changes and its name is never reused, so
 # each pass reads only the footers of files it has not classified yet.
 _KNOWN_COMPACTED: set[str] = set()
+MAX_UNREADABLE = 32  # files of one hour moved aside in one pass
 
 
 def read_file(storage: Storage, path: str) -> pa.Table:
-    with storage.fs.open_input_file(path) as source:
+    """A stored file's records; :class:`.quarantine.Unreadable` when it is not readable Parquet."""
+    with opening(path), storage.fs.open_input_file(path) as source:
         return conform(pq.read_table(source))  # files of an older archive may hold ts in ns
 
 
@@ -97,15 +100,23 @@ def compact(storage: Storage, owner: HourOwner, now: float, delay: float, target
     def work_on(hour: int):
         def work(lease) -> None:
             nonlocal merges
-            # Planned again under the lease: another archive may have compacted the hour meanwhile.
-            for group in plan(storage.list_files(own_only=False, hour_index=hour), now, delay, target, compacted):
-                if len(group) == 1 and compacted(group[0].path):
-                    continue
-                output = merge(storage, lease, group)
-                merges += 1
-                if metrics is not None:
-                    metrics.archive_compactions.inc()
-                log.info("compacted %d file(s) (%d bytes) into %s", len(group), sum(f.size for f in group), output)
+            # Planned again under the lease: another archive may have compacted the hour meanwhile; a
+            # file that is not readable is moved aside (quarantine) and the hour planned again without it.
+            for _ in range(MAX_UNREADABLE):
+                files = readable(storage, storage.list_files(own_only=False, hour_index=hour))
+                try:
+                    for group in plan(files, now, delay, target, compacted):
+                        if len(group) == 1 and compacted(group[0].path):
+                            continue
+                        output = merge(storage, lease, group)
+                        merges += 1
+                        if metrics is not None:
+                            metrics.archive_compactions.inc()
+                        log.info("compacted %d file(s) (%d bytes) into %s", len(group), sum(f.size for f in group),
+                                 output)
+                    return
+                except Unreadable as exc:
+                    move_aside(storage, exc.path, exc.why)
         return work
 
     unfinished: set[int] = set()

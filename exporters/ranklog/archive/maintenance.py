@@ -16,6 +16,7 @@ import time
 from .archive_config import ArchiveConfig
 from .compaction import compact
 from .leases import LeaseStore
+from .quarantine import quarantined, unreadable_in_place
 from .replacement import HourOwner
 from .retention import apply_retention
 from .scheduling import lower_current_thread
@@ -78,6 +79,8 @@ class Maintenance:
         files = self.storage.list_files(own_only=False)
         self.metrics.archive_stored_bytes.set(sum(f.size for f in files))
         self.metrics.archive_stored_files.set(len(files))
+        self.metrics.archive_unreadable_files.set(len(unreadable_in_place(self.storage, files))
+                                                  + quarantined(self.storage))
         if files:
             self.metrics.archive_oldest_partition_timestamp_seconds.set(min(f.hour_start for f in files))
         free = self.disk.free_bytes()

@@ -13,6 +13,9 @@
   ``X-Ranklog-Row-Limit`` tells the client, which warns when it hits it) and ``max_concurrent``
   queries at once (429 with ``Retry-After`` beyond that), so queries cannot starve ingest.
 - Errors found before the first byte (bad filter, bad regex) are a 400 with ``{"error": …}``.
+- Archive files that are not readable Parquet are skipped (the engine warns naming them); the answer
+  holds the rest and names them in the header ``X-Ranklog-Unreadable-Files`` (JSON ``{path: why}``;
+  ``unreadable_files`` in a count's answer), which the CLI prints as a warning.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from ..query import engine
 from ..query.filter_flags import spec_from_args
 from ..query.filters import QuerySpec
 from ..query.outputs import json_lines
-from ..query.remote import ARROW_STREAM, ROW_LIMIT_HEADER
+from ..query.remote import ARROW_STREAM, ROW_LIMIT_HEADER, WARNINGS_HEADER
 from ..query.sources import ArchiveSource
 from ..record import arrow_schema
 from .request_body import BodyRefused, read_body
@@ -182,7 +185,8 @@ class QueryEndpoint:
             if count_only:
                 total = await run_in_threadpool(engine.count, source, spec)
                 release()
-                return JSONResponse({"count": total})
+                return JSONResponse({"count": total, **({"unreadable_files": source.unreadable}
+                                                        if source.unreadable else {})})
             cap = self.limits.max_rows
             capped = dataclasses.replace(spec, limit=min(spec.limit if spec.limit is not None else cap, cap))
             batches = engine.scan(source, capped, selected)
@@ -209,6 +213,8 @@ class QueryEndpoint:
                 release()
 
         headers = {ROW_LIMIT_HEADER: str(self.limits.max_rows)}
+        if source.unreadable:  # answered with the rest (the engine skipped them, naming each in the log)
+            headers[WARNINGS_HEADER] = json.dumps(source.unreadable)
         return StreamingResponse(body(), media_type=ARROW_STREAM if fmt == "arrow" else NDJSON, headers=headers)
 
 

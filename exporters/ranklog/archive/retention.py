@@ -26,6 +26,7 @@ from ..record import LEVELS, ts_ns
 from .archive_config import RetentionConfig
 from .compaction import read_file
 from .parquet_writer import COMPACTION_PAGE_BYTES, COMPACTION_ROW_GROUP_ROWS, COMPACTION_ZSTD_LEVEL
+from .quarantine import Unreadable, move_aside, opening, readable
 from .replacement import HourOwner, replace
 from .storage import Storage, StoredFile
 
@@ -36,7 +37,7 @@ RETENTION_OPTIONS = {"zstd_level": COMPACTION_ZSTD_LEVEL, "row_group_rows": COMP
 
 def _may_hold(storage: Storage, stored: StoredFile, levels: list[str]) -> bool:
     """False when the row-group statistics of `level` prove none of `levels` is in the file."""
-    with storage.fs.open_input_file(stored.path) as source:
+    with opening(stored.path), storage.fs.open_input_file(stored.path) as source:
         meta = pq.ParquetFile(source).metadata
     column = meta.schema.names.index("level")
     for group in range(meta.num_row_groups):
@@ -50,7 +51,7 @@ def _expired_mask(storage: Storage, stored: StoredFile, policy: RetentionConfig,
     candidates = [name for name in LEVELS if now - policy.keep_for(name) > stored.hour_start]
     if not candidates or not _may_hold(storage, stored, candidates):
         return np.zeros(0, dtype=bool), set()
-    with storage.fs.open_input_file(stored.path) as source:
+    with opening(stored.path), storage.fs.open_input_file(stored.path) as source:
         table = pq.read_table(source, columns=["level", "ts"])
     ts = ts_ns(table["ts"])
     level = table["level"].to_numpy(zero_copy_only=False)
@@ -72,7 +73,10 @@ def _due(storage: Storage, stored: StoredFile, policy: RetentionConfig, now: flo
     if stored.hour_start + 3600 <= now - policy.longest():
         return True
     candidates = [name for name in LEVELS if now - policy.keep_for(name) > stored.hour_start]
-    return bool(candidates) and _may_hold(storage, stored, candidates)
+    try:
+        return bool(candidates) and _may_hold(storage, stored, candidates)
+    except Unreadable:
+        return True  # its hour's pass (under the lease) moves it aside
 
 
 def _expire(storage: Storage, lease, stored: StoredFile, policy: RetentionConfig, now: float, metrics) -> bool:
@@ -105,10 +109,13 @@ def apply_retention(storage: Storage, owner: HourOwner, policy: RetentionConfig,
     for hour in hours:
         def work(lease, hour: int = hour) -> None:
             nonlocal changed
-            for stored in storage.list_files(own_only=False, hour_index=hour):
-                if _expire(storage, lease, stored, policy, now, metrics):
-                    changed += 1
-                    touched_days.add(_day(stored))
+            for stored in readable(storage, storage.list_files(own_only=False, hour_index=hour)):
+                try:
+                    if _expire(storage, lease, stored, policy, now, metrics):
+                        changed += 1
+                        touched_days.add(_day(stored))
+                except Unreadable as exc:
+                    move_aside(storage, exc.path, exc.why)
         owner.run(hour, work)
     _drop_day_indexes(storage, touched_days)
     storage.remove_empty_partitions()

@@ -37,6 +37,7 @@ sources give identical answers for the same records. Its time order needs all ma
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing, contextmanager
 from itertools import groupby
@@ -267,10 +268,26 @@ def _vanished(exc: OSError) -> bool:
     return isinstance(exc, FileNotFoundError) or "[errno 2]" in text.lower() or "NoSuchKey" in text
 
 
-def _relisting(scan_once: Callable[[], Iterator[_Item]]) -> Iterator[_Item]:
+_DAMAGED = re.compile(r"Could not open Parquet input source '(?P<path>[^']+)': (?P<why>.+)")
+DAMAGED_ATTEMPTS = 64  # files found damaged while reading, skipped one by one, before a scan gives up
+
+
+def _damaged(exc: Exception) -> tuple[str, str] | None:
+    """(path, why) when pyarrow failed to open a file of the scan as Parquet."""
+    match = _DAMAGED.search(str(exc))
+    return (match.group("path"), match.group("why").splitlines()[0]) if match else None
+
+
+def _relisting(scan_once: Callable[[], Iterator[_Item]], source: Any = None) -> Iterator[_Item]:
     """`scan_once()`'s batches; if a file it listed vanished before the first batch went out, list and
-    scan again (up to RELIST_ATTEMPTS listings)."""
-    for attempt in range(1, RELIST_ATTEMPTS + 1):
+    scan again (up to RELIST_ATTEMPTS listings). A file that turns out not to be readable Parquet is
+    skipped from then on (``source.skip_unreadable``: a warning names it) and the scan starts over —
+    or, when rows were already sent, fails saying to run it again."""
+    import pyarrow as pa
+
+    attempt = damaged = 0
+    while True:
+        attempt += 1
         sent = False
         try:
             with closing(scan_once()) as batches:
@@ -278,8 +295,17 @@ def _relisting(scan_once: Callable[[], Iterator[_Item]]) -> Iterator[_Item]:
                     sent = True
                     yield batch
             return
-        except OSError as exc:
-            if not _vanished(exc):
+        except (OSError, pa.ArrowInvalid) as exc:
+            found = _damaged(exc) if source is not None else None
+            if found is not None and damaged < DAMAGED_ATTEMPTS:
+                source.skip_unreadable(*found)
+                if sent:
+                    raise UserError(f"{found[0]} is not readable Parquet ({found[1]}), found after rows were sent; "
+                                    "it is skipped from now on: run the query again") from None
+                damaged += 1
+                attempt -= 1
+                continue
+            if not isinstance(exc, OSError) or not _vanished(exc):
                 raise
             if sent or attempt == RELIST_ATTEMPTS:
                 raise FileNotFoundError(
@@ -348,7 +374,7 @@ def scan(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> 
         yield from source.scan(spec, selected)
         return
     if source.kind == "archive":
-        inner = _relisting(lambda: _scan_archive(source, spec, selected))
+        inner = _relisting(lambda: _scan_archive(source, spec, selected), source)
     else:
         inner = _scan_log_dir(source, spec, selected)
     for batch in _limited(inner, spec.limit):
@@ -378,7 +404,7 @@ def count(source: Any, spec: QuerySpec) -> int:
     if source.kind == "remote":
         total = source.count(unlimited)
     elif source.kind == "archive" and not spec.attrs and not is_text_search(spec):
-        total = sum(_relisting(lambda: _count_archive(source, spec, unlimited)))
+        total = sum(_relisting(lambda: _count_archive(source, spec, unlimited), source))
     else:
         # A search already holds the text columns after its first phase: counting them reads nothing more.
         counted = ["msg"] if is_text_search(spec) else ["ts"]

@@ -27,6 +27,10 @@ What is checked (over the selected records, e.g. ``--since 1h`` from a systemd t
   acknowledged but not yet written to Parquet, stores a loss notice (``attrs.ranklog_wal_lost_entries``,
   ``ranklog_wal_lost_records`` — null when the damaged header did not survive — and
   ``ranklog_wal_lost_bytes``; see ranklog.archive.wal_damage); they are listed and fail the check.
+- **unreadable files**: Parquet files of the archive that are not readable (empty, random, cut short):
+  queries skip them with a warning; the archive's compaction moves them to ``_ranklog/quarantine/``.
+  Both the ones this check met and the ones already moved aside are listed and fail the check — their
+  records are not readable (remove a quarantined file once it is dealt with).
 - **parse errors**: lines kept as ``text`` records because their format did not parse (``attrs``
   holds ``parse_error``); nothing is lost, so they only fail the check with ``--fail-on-parse-errors``.
 
@@ -145,8 +149,12 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
     inferred = _marked(source, spec, "ts_inferred", "records")
     losses = _agent_losses(source, spec)
     wal = _wal_losses(source, spec)
+    unreadable = [{"path": path, "problem": why} for path, why in sorted(getattr(source, "unreadable", {}).items())]
+    quarantine = getattr(source, "quarantined", None)
+    unreadable += [{"path": path, "problem": f"moved aside by the archive (unreadable, {size} bytes)"}
+                   for path, size in (quarantine() if quarantine is not None else [])]
     return {
-        "ok": not gaps and not offsets and not losses and not wal,
+        "ok": not gaps and not offsets and not losses and not wal and not unreadable,
         "records": records, "processes": processes, "sources": sources,
         "missing_records": sum(g["missing"] for g in gaps),
         "seq_gaps": gaps[:MAX_LISTED], "seq_gap_count": len(gaps), "restarts": restarts,
@@ -158,6 +166,7 @@ def check_integrity(source: Any, spec: QuerySpec) -> dict[str, Any]:
         "archive_wal_losses": wal[:MAX_LISTED], "archive_wal_lost_entries": sum(loss["entries"] for loss in wal),
         "archive_wal_lost_records": sum(loss["records"] or 0 for loss in wal),
         "archive_wal_records_unknown": sum(1 for loss in wal if loss["records"] is None),
+        "unreadable_files": unreadable[:MAX_LISTED], "unreadable_file_count": len(unreadable),
     }
 
 
@@ -190,6 +199,15 @@ def render_integrity(report: dict[str, Any], max_rows: int = 50) -> None:
             table.add_column(name, overflow="fold")
         for row in report["agent_losses"][:max_rows]:
             table.add_row(row["host"], row["source"], row["reason"], str(row["lost_bytes"]), str(row["events"]))
+        console.print(table)
+    if report["unreadable_files"]:
+        console.print(f"[bold red]unreadable files[/]: {report['unreadable_file_count']} Parquet file(s) of the "
+                      "archive cannot be read; their records are missing from every answer")
+        table = Table(title="unreadable files", header_style="bold", title_justify="left")
+        for name in ("file", "problem"):
+            table.add_column(name, overflow="fold")
+        for row in report["unreadable_files"][:max_rows]:
+            table.add_row(row["path"], row["problem"])
         console.print(table)
     if report["archive_wal_losses"]:
         table = Table(title="lost in an archive's write-ahead log (damaged entries)", header_style="bold",

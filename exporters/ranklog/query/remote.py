@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 ROW_LIMIT_HEADER = "x-ranklog-row-limit"
+# JSON {path: why} of the archive files the answer had to skip as unreadable (ASCII: a header value)
+WARNINGS_HEADER = "x-ranklog-unreadable-files"
 
 
 class _ResponseStream(io.RawIOBase):
@@ -65,6 +67,20 @@ class RemoteSource:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.unreadable: dict[str, str] = {}  # files the archive skipped for its answers: path → why
+
+    def _note_skipped(self, skipped: Any) -> None:
+        import json
+
+        if isinstance(skipped, str):
+            try:
+                skipped = json.loads(skipped)
+            except ValueError:
+                return
+        for path, why in (skipped or {}).items():
+            if path not in self.unreadable:
+                self.unreadable[path] = str(why)
+                print(f"ranklog: warning: the archive skipped unreadable file {path} ({why})", file=sys.stderr)
 
     def describe(self) -> str:
         return f"archive {self.url}"
@@ -92,6 +108,7 @@ class RemoteSource:
             with httpx.Client(timeout=httpx.Timeout(self.timeout, connect=10.0)) as client, \
                     client.stream("POST", f"{self.url}/v1/query", json=body, headers=self._headers()) as response:
                 self._check(response)
+                self._note_skipped(response.headers.get(WARNINGS_HEADER))
                 reader = pa.ipc.open_stream(io.BufferedReader(_ResponseStream(response), 1 << 20))
                 for batch in reader:
                     rows += batch.num_rows
@@ -137,4 +154,6 @@ class RemoteSource:
         except httpx.HTTPError as exc:
             raise UserError(f"cannot reach archive {self.url}: {exc}") from None
         self._check(response)
-        return int(response.json()["count"])
+        answer = response.json()
+        self._note_skipped(answer.get("unreadable_files"))
+        return int(answer["count"])

@@ -13,13 +13,30 @@ directories, that can hold records of the range are listed.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..archive_layout import DATE_DIR, DAY_NS, HOUR_DIR, HOUR_NS, LEASE_NAME, hour_start_ns, superseded
+from ..archive_layout import (
+    DATE_DIR,
+    DAY_NS,
+    HOUR_DIR,
+    HOUR_NS,
+    LEASE_NAME,
+    QUARANTINE_DIR,
+    hour_start_ns,
+    parquet_shape_problem,
+    superseded,
+)
 from ..errors import UserError
+
+log = logging.getLogger("ranklog.query")
+# (path, size) → why the file is not Parquet, or None: visible files never change (names are never
+# reused), so each is looked at once per process (the archive server answers many queries)
+_SHAPES: dict[tuple[str, int], str | None] = {}
+_WARNED: set[str] = set()
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,6 +116,37 @@ class ArchiveSource:
         self.filesystem = filesystem
         self.root = root.rstrip("/") or "/"
         self.label = label or root
+        self.unreadable: dict[str, str] = {}  # files skipped by this source's reads: path → why
+
+    def skip_unreadable(self, path: str, why: str) -> None:
+        """Leave `path` out of every later listing, with a warning naming it (once per process)."""
+        self.unreadable[path] = why
+        if path not in _WARNED:
+            _WARNED.add(path)
+            log.warning("skipping unreadable Parquet file %s (%s); the archive's compaction moves it aside, "
+                        "`ranklog integrity` reports it", path, why)
+
+    def _shape_problem(self, path: str, size: int) -> str | None:
+        """Why a listed file cannot be Parquet (archive_layout.parquet_shape_problem). Read from local
+        files; an object store writes objects whole, so there only its size is judged and damage inside
+        one shows when it is read (engine) or compacted."""
+        if path in self.unreadable:
+            return self.unreadable[path]
+        if self.local_root is None:
+            return parquet_shape_problem(size, b"PAR1", b"\0\0\0\0PAR1") if size < 12 else None
+        key = (path, size)
+        if key not in _SHAPES:
+            if len(_SHAPES) > 200_000:
+                _SHAPES.clear()
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                return None  # gone (compaction, retention): the scan relists
+            try:
+                _SHAPES[key] = parquet_shape_problem(size, os.pread(fd, 4, 0), os.pread(fd, 8, max(0, size - 8)))
+            finally:
+                os.close(fd)
+        return _SHAPES[key]
 
     @classmethod
     def open(cls, location: str, s3: S3Settings | None = None) -> ArchiveSource:
@@ -175,10 +223,27 @@ class ArchiveSource:
                 hour_files = [entry for entry in entries if entry.type == pafs.FileType.File
                               and entry.base_name.endswith(".parquet") and _visible(entry.base_name)]
                 hidden = self._superseded(hour_dir.path, entries, hour_files)
-                files.extend(DataFile(entry.path, date, hour, entry.size or 0) for entry in hour_files
-                             if entry.base_name not in hidden)
+                for entry in hour_files:
+                    if entry.base_name in hidden:
+                        continue
+                    problem = self._shape_problem(entry.path, entry.size or 0)
+                    if problem is not None:
+                        self.skip_unreadable(entry.path, problem)
+                        continue
+                    files.append(DataFile(entry.path, date, hour, entry.size or 0))
         files.sort(key=lambda f: (f.date, f.hour, f.path))
         return files
+
+    def quarantined(self) -> list[tuple[str, int]]:
+        """(path, size) of the files the archive moved aside as unreadable (archive_layout.QUARANTINE_DIR)."""
+        import pyarrow.fs as pafs
+
+        try:
+            found = self.filesystem.get_file_info(pafs.FileSelector(f"{self.root}/{QUARANTINE_DIR}", recursive=True,
+                                                                    allow_not_found=True))
+        except OSError:
+            return []
+        return sorted((info.path, info.size or 0) for info in found if info.type == pafs.FileType.File)
 
     def _superseded(self, directory: str, entries: list[Any], hour_files: list[Any]) -> set[str]:
         """Inputs of a compaction the hour's lease says is committed (archive_layout.superseded): read

@@ -112,7 +112,7 @@ class LokiAPI:
                 return loki_error(429, f"too many outstanding requests (limit {MAX_CONCURRENT})", **{"Retry-After": "1"})
             try:
                 source = await run_in_threadpool(ArchiveSource.open, self.root(request))
-                return await run_in_threadpool(work, source, params, request)
+                return with_warnings(await run_in_threadpool(work, source, params, request), source)
             except (LogQLError, UserError) as exc:
                 return loki_error(400, str(exc))
             finally:
@@ -233,6 +233,19 @@ class LokiAPI:
         entries = engine.count(source, spec)
         return JSONResponse({"streams": len(streams), "chunks": len(files), "entries": entries,
                              "bytes": sum(f.size for f in files)})
+
+
+def with_warnings(response: Response, source: ArchiveSource) -> Response:
+    """The answer, with the files it had to skip as unreadable named in a top-level ``warnings`` list
+    (the Prometheus HTTP API's field, which the Loki API mirrors; clients that do not know it ignore it)."""
+    if not source.unreadable or not isinstance(response, JSONResponse):
+        return response
+    import json
+
+    body = json.loads(response.body)
+    body["warnings"] = [*body.get("warnings", []), *(f"skipped unreadable file {path} ({why})"
+                                                    for path, why in sorted(source.unreadable.items()))]
+    return JSONResponse(body, status_code=response.status_code)
 
 
 def _natural(value: str) -> tuple[int, int | str]:
