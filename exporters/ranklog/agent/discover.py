@@ -20,12 +20,14 @@ every path that matches, or could hold matches, but cannot be read is recorded w
 - ``missing``: a source given as a plain path (no glob characters) that does not exist — a plain
   path says "this file should be there"; use a glob for files that come and go. A glob's root that
   does not exist yet (``/tmp/ray`` before Ray ran) is not reported;
+- ``dangling_symlink``: a match that is a symlink to nothing (a log directory moved away, a
+  ``latest.log`` link to a file already deleted);
 - ``error``: any other OS error (EIO, ELOOP…).
 
 :class:`UnreadablePaths` logs each (path, reason) once per agent lifetime (WARNING, so a path that
 flaps cannot flood the log; at most :data:`MAX_LOGGED` distinct lines) and sets the gauge
 ``ranklog_agent_unreadable_paths{reason}`` to the number of paths unreadable in the latest scan
-(no path label: cardinality stays at four series). A path that becomes readable is picked up by the
+(no path label: cardinality stays at five series). A path that becomes readable is picked up by the
 next scan like any new file.
 """
 
@@ -45,13 +47,32 @@ from dataclasses import dataclass
 
 from .agent_config import SourceSpec
 from .inotify import open_watch
+from .open_file import NotAFile, kind_of, open_regular
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
-REASONS = ("permission", "missing", "not_a_file", "error")
+REASONS = ("permission", "missing", "not_a_file", "dangling_symlink", "error")
 MAX_LOGGED = 4096  # distinct (path, reason) warnings per agent lifetime; the gauge keeps counting past it
 
 log = logging.getLogger("ranklog.agent.discover")
 Report = Callable[[str, str, str], None]  # (path, reason, detail)
+
+
+def dangling(path: str) -> str | None:
+    """What a symlink at `path` points to when that does not exist (None: not a dangling symlink)."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return None
+    return None if os.path.exists(path) else target
+
+
+def report_missing(path: str, report: Report, exc: OSError) -> None:
+    """A match that vanished between listing and stat is nothing to read; a dangling symlink is reported."""
+    target = dangling(path)
+    if target is not None:
+        report(path, "dangling_symlink", f"a symlink to {target}, which does not exist")
+    elif exc.errno != errno.ENOENT:
+        report(path, reason_of(exc), exc.strerror or str(exc))
 
 
 def reason_of(exc: OSError) -> str:
@@ -76,7 +97,10 @@ def expand(pattern: str, report: Report, dirs: set[str] | None = None) -> Iterat
         try:
             mode = os.stat(pattern).st_mode
         except OSError as exc:
-            report(pattern, reason_of(exc), exc.strerror or str(exc))
+            if dangling(pattern) is not None:
+                report_missing(pattern, report, exc)
+            else:
+                report(pattern, reason_of(exc), exc.strerror or str(exc))
             return
         if stat.S_ISDIR(mode):
             report(pattern, "not_a_file", "a plain-path source names a directory (add /*.log or **)")
@@ -172,7 +196,8 @@ def _walk(base: str, parts: list[str], report: Report, visited: set[tuple[int, i
 def _existing(path: str, report: Report) -> Iterator[str]:
     try:
         os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        report_missing(path, report, exc)
         return
     except OSError as exc:
         report(path, reason_of(exc), exc.strerror or str(exc))
@@ -188,24 +213,50 @@ class UnreadablePaths:
         self._logged: set[tuple[str, str]] = set()
         self._capped = False
         self.current: dict[str, str] = {}
+        self._noted: dict[str, tuple[str, str]] = {}  # met outside the scans (rotation copies, restarts)
+        self._lock = threading.Lock()
         if gauge is not None:
             for reason in REASONS:
                 gauge.labels(reason=reason).set(0)
 
+    def note(self, path: str, reason: str, detail: str) -> None:
+        """A path met outside the discovery scans (a rotation copy looked at, a file found again at
+        start) that cannot be read: logged now, counted from the next scan on while it stays so."""
+        path = os.path.abspath(path)
+        with self._lock:
+            self._noted[path] = (reason, detail)
+        self._log(path, reason, detail)
+
+    def _log(self, path: str, reason: str, detail: str) -> None:
+        if (path, reason) in self._logged:
+            return
+        if len(self._logged) < MAX_LOGGED:
+            self._logged.add((path, reason))
+            log.warning("cannot read %s (%s: %s): its logs are not collected until it is readable "
+                        "(agent uid %d; counted in ranklog_agent_unreadable_paths)", path, reason, detail,
+                        os.geteuid())
+        elif not self._capped:
+            self._capped = True
+            log.warning("more than %d unreadable paths: further ones are counted in "
+                        "ranklog_agent_unreadable_paths but not logged one by one", MAX_LOGGED)
+
+    def _still_noted(self) -> dict[str, tuple[str, str]]:
+        """The noted paths that are still there and still not regular files."""
+        with self._lock:
+            for path in list(self._noted):
+                try:
+                    gone = stat.S_ISREG(os.stat(path).st_mode)
+                except OSError as exc:
+                    gone = exc.errno == errno.ENOENT and not os.path.islink(path)
+                if gone:
+                    del self._noted[path]
+            return dict(self._noted)
+
     def publish(self, found: dict[str, tuple[str, str]]) -> None:
-        """`found`: path → (reason, detail) of one whole scan."""
+        """`found`: path → (reason, detail) of one whole scan (plus what was noted meanwhile)."""
+        found = {**self._still_noted(), **found}
         for path, (reason, detail) in found.items():
-            if (path, reason) in self._logged:
-                continue
-            if len(self._logged) < MAX_LOGGED:
-                self._logged.add((path, reason))
-                log.warning("cannot read %s (%s: %s): its logs are not collected until it is readable "
-                            "(agent uid %d; counted in ranklog_agent_unreadable_paths)", path, reason, detail,
-                            os.geteuid())
-            elif not self._capped:
-                self._capped = True
-                log.warning("more than %d unreadable paths: further ones are counted in "
-                            "ranklog_agent_unreadable_paths but not logged one by one", MAX_LOGGED)
+            self._log(path, reason, detail)
         self.current = {path: reason for path, (reason, _) in found.items()}
         if self._gauge is not None:
             for reason in REASONS:
@@ -242,14 +293,13 @@ class Discovery:
                     continue
                 try:
                     mode = os.stat(path).st_mode
-                except OSError as exc:
-                    if exc.errno != errno.ENOENT:  # ENOENT: gone between listing and stat, nothing to read
-                        report(path, reason_of(exc), exc.strerror or str(exc))
+                except OSError as exc:  # ENOENT: gone between listing and stat, or a dangling symlink
+                    report_missing(path, report, exc)
                     continue
                 if stat.S_ISREG(mode):
                     found[path] = spec
                 elif not stat.S_ISDIR(mode):
-                    report(path, "not_a_file", f"matched {spec.glob!r} but is not a regular file")
+                    report(path, "not_a_file", f"matched {spec.glob!r} but is {kind_of(mode)}")
         self.unreadable = unreadable
         self.directories = directories
         return found
@@ -322,12 +372,14 @@ class DiscoveryThread:
             if key in self._seen:
                 continue
             try:
-                fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd, st = open_regular(path)  # st: the file actually opened (the name may have moved on)
+            except NotAFile as exc:
+                unreadable[path] = ("not_a_file", f"replaced by {exc.kind} before it was opened")
+                continue
             except OSError as exc:
                 if exc.errno != errno.ENOENT:  # ENOENT: rotated away between stat and open; the next scan sees it
                     unreadable[path] = (reason_of(exc), f"cannot open: {exc.strerror}")
                 continue
-            st = os.fstat(fd)  # the file actually opened (the name may have moved on since the stat)
             key = (st.st_dev, st.st_ino)
             present.add(key)
             self._seen.add(key)

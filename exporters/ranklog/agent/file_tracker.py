@@ -31,6 +31,7 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .. import parse
@@ -41,23 +42,17 @@ from .agent_config import SourceSpec
 from .checkpoint import FileCheckpoint
 from .chunk import Chunk
 from .discover import COMPRESSED_SUFFIXES, Opened
+from .open_file import NotAFile, open_regular
 from .tracked_file import TrackedFile, resolve_format
 
 log = logging.getLogger("ranklog.agent.tail")
 
 
-def _open(path: str) -> tuple[int, os.stat_result] | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    return fd, os.fstat(fd)
-
-
 class FileTracker:
-    def __init__(self, cfg, metrics) -> None:
+    def __init__(self, cfg, metrics, report: Callable[[str, str, str], None] | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics
+        self.report = report  # (path, reason, detail) of a path met here that cannot be read (discover)
         self.files: list[TrackedFile] = []  # every tracked file, retired generations included
         self.by_key: dict[str, TrackedFile] = {}
         # (dev, inode) → the live file holding it; stable because every tracked file stays open.
@@ -69,6 +64,18 @@ class FileTracker:
         self._starting = True  # until the first poll: files found now may have been shipped by a previous run
 
     # --- lookups ----------------------------------------------------------------------------
+
+    def _open(self, path: str) -> tuple[int, os.stat_result] | None:
+        """A regular file, opened without ever blocking (open_file); a FIFO, socket or device met where a
+        rotation copy or a file found again could be is reported, not opened."""
+        try:
+            return open_regular(path)
+        except NotAFile as exc:
+            if self.report is not None:
+                self.report(path, "not_a_file", f"{exc.kind} where the agent looked for a log file or its copy")
+        except OSError:
+            pass
+        return None
 
     def _live(self) -> list[TrackedFile]:
         return [tf for tf in self.files if not tf.retired]
@@ -116,7 +123,7 @@ class FileTracker:
         except OSError:
             pass
         for path in candidates:
-            opened = _open(path)
+            opened = self._open(path)
             if opened is None:
                 continue
             fd, st = opened
@@ -228,7 +235,7 @@ class FileTracker:
         except OSError:
             return None
         for path in candidates:
-            opened = _open(path)
+            opened = self._open(path)
             if opened is None:
                 continue
             fd, st = opened
@@ -244,16 +251,21 @@ class FileTracker:
         generation number used."""
         generation = tf.generation
         directory, name = os.path.split(original)
+        entries = []
         try:
             with os.scandir(directory or ".") as it:
-                entries = [(e.stat().st_mtime_ns, e.path) for e in it if e.name.startswith(name) and e.name != name
-                           and not e.name.endswith(COMPRESSED_SUFFIXES) and e.is_file()]
+                for e in it:
+                    if e.name.startswith(name) and e.name != name and not e.name.endswith(COMPRESSED_SUFFIXES):
+                        try:
+                            entries.append((e.stat().st_mtime_ns, e.path))
+                        except OSError:  # a dangling symlink, gone meanwhile: nothing to read
+                            continue
         except OSError:
             return generation
         for mtime, path in sorted(entries):
             if mtime < copy.st_mtime_ns:
                 continue
-            opened = _open(path)
+            opened = self._open(path)
             if opened is None:
                 continue
             fd, st = opened

@@ -63,7 +63,7 @@ class Agent:
         self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval,
                                          self.metrics.agent_unreadable_paths, on_change=lambda: self._events.put(LOOK_NOW))
         self._look_now = False
-        self.tracker = FileTracker(cfg, self.metrics)
+        self.tracker = FileTracker(cfg, self.metrics, report=self.discovery.unreadable.note)
         self._turn = 0
         self._short_read = min(SMALL_READ, cfg.read_chunk)
 

@@ -59,7 +59,6 @@ def _skip_bad_sources(cfg) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     import logging
-    import signal
     import threading
 
     from ..errors import ConfigError, UserError
@@ -74,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     skipped = _skip_bad_sources(cfg)
 
-    from ..agent import huge_pages
+    from ..agent import huge_pages, stop_signals
     from ..agent.runner import Agent
 
     _raise_open_files_limit()
@@ -96,8 +95,7 @@ def main(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise UserError(f"metrics_listen: cannot listen on {cfg.metrics_listen}: {exc}") from None
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop_signals.install(stop, cfg.shutdown_timeout)
     logging.getLogger("ranklog.agent").info(
         "agent started: host=%s sources=%d archives=%s state=%s", cfg.host, len(agent.discovery.discovery.specs),
         ",".join(cfg.archive), cfg.state_dir)
