@@ -7,10 +7,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Debian packages: real peers and services the tests run (Prometheus, Alertmanager, rsyslog, dockerd,
-# debootstrap for the containerized nodes, Chromium for the HTML report check, OpenJDK for Spark).
+# debootstrap for the containerized nodes, Chromium for the HTML report check, OpenJDK for Spark,
+# libfuse2 for the FUSE mount that hangs in the agent's stuck-read test).
 APT_PACKAGES ?= python3-venv python3-dev gcc git curl ca-certificates iproute2 procps \
 	docker.io debootstrap prometheus prometheus-alertmanager rsyslog chromium faketime util-linux \
-	openjdk-17-jre-headless victoria-metrics
+	openjdk-17-jre-headless victoria-metrics libfuse2
 VENV_STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 

@@ -5,6 +5,14 @@ new file. The head checksum tells the two apart. Its length is fixed at first si
 ``min(size, HEAD_BYTES)`` bytes; a file is not identified while empty) and kept in the checkpoint, so
 the same bytes are compared for the file's whole life.
 
+Device, inode and head are not proof either: a file deleted and recreated while the agent is down can
+get the same inode *and* the same first line (the head of a file first seen while short covers only
+that). So a checkpoint also holds the file's **birth time** where the filesystem records it (ext4, xfs,
+btrfs, tmpfs: ``statx`` ``STATX_BTIME``; 0 where it does not) and a **check hash** of everything
+acknowledged up to :data:`CHECK_BYTES` (extended as acknowledgements come, never re-read past that).
+A file found again at start whose birth time or check bytes differ is a different file: it is read
+from byte 0 as a new generation, and the old one's unshipped tail is counted as lost (deleted).
+
 ``source_id`` — the archive's idempotency key together with the byte offset — must be identical for
 the same bytes across agent restarts, and different for different bytes. It is built from host,
 device, inode and head checksum, deterministically, so a crash before a checkpoint write re-sends the
@@ -20,6 +28,7 @@ import os
 from dataclasses import dataclass
 
 HEAD_BYTES = 1024
+CHECK_BYTES = 64 * 1024  # acknowledged bytes a checkpoint's check hash covers, at most
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,11 @@ class FileIdentity:
 
 def head_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def new_head_hasher():
+    """An incremental :func:`head_hash` (``update`` piece by piece, ``hexdigest`` gives the same)."""
+    return hashlib.blake2b(digest_size=8)
 
 
 def read_head(fd: int, length: int) -> bytes:
@@ -59,6 +73,41 @@ def head_matches(fd: int, ident: FileIdentity) -> bool:
     """Whether the open file still starts with the bytes this identity was taken from."""
     head = read_head(fd, ident.head_len)
     return len(head) == ident.head_len and head_hash(head) == ident.head_hash
+
+
+def prefix_hash(fd: int, length: int) -> str | None:
+    """The hash of the file's first `length` bytes; None when it is shorter now."""
+    data = os.pread(fd, length, 0)
+    return head_hash(data) if len(data) == length else None
+
+
+_STATX_BTIME, _AT_EMPTY_PATH = 0x800, 0x1000
+_statx = None
+
+
+def birth_time_ns(fd: int) -> int:
+    """When the open file was created (statx STATX_BTIME), in ns; 0 where the filesystem or libc cannot tell."""
+    global _statx
+    import ctypes
+    import ctypes.util
+
+    if _statx is None:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            _statx = libc.statx
+            _statx.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+        except (OSError, AttributeError):
+            _statx = False
+    if not _statx:
+        return 0
+    buffer = ctypes.create_string_buffer(256)  # struct statx: stx_mask at 0, stx_btime at 80 (tv_sec i64, tv_nsec u32)
+    if _statx(fd, b"", _AT_EMPTY_PATH, _STATX_BTIME, buffer) != 0:
+        return 0
+    mask = int.from_bytes(buffer.raw[0:4], "little")
+    if not mask & _STATX_BTIME:
+        return 0
+    seconds = int.from_bytes(buffer.raw[80:88], "little", signed=True)
+    return seconds * 1_000_000_000 + int.from_bytes(buffer.raw[88:92], "little")
 
 
 def make_source_id(host: str, ident: FileIdentity, generation: int = 1) -> str:

@@ -67,6 +67,9 @@ _SPECS: tuple[MetricSpec, ...] = (
                "(sources[2], source[0], preset:NAME). Each is named once in the agent's log at start; the other "
                "sources are shipped.", ("source",)),
     MetricSpec("ranklog_agent_lost_bytes_total", "counter", "Bytes that vanished before they were shipped (file deleted or truncated).", ("reason",)),
+    MetricSpec("ranklog_agent_recreated_files_total", "counter",
+               "Checkpointed files found again at start with the same inode and first bytes but another birth time "
+               "or other acknowledged bytes: deleted and recreated while the agent was down, read from byte 0."),
     MetricSpec("ranklog_agent_quarantined_records_total", "counter", "Records an archive refused for good, re-sent as text records with attrs.ship_error."),
     MetricSpec("ranklog_agent_unexpected_duplicates_total", "counter",
                "Records an archive answered as duplicates that this agent never sent before: another client holds "

@@ -113,17 +113,17 @@ def running_archive(root: Path | str, token_file: Path, port: int | None = None,
 
 
 @functools.cache
-def _archive_flags() -> frozenset[str]:
-    help_text = subprocess.run(ranklog_cmd("archive", "--help"), capture_output=True, text=True, timeout=60).stdout
+def _flags(command: str) -> frozenset[str]:
+    help_text = subprocess.run(ranklog_cmd(command, "--help"), capture_output=True, text=True, timeout=60).stdout
     return frozenset(word.rstrip(",") for word in help_text.split() if word.startswith("--"))
 
 
-def known_flags(*pairs: str) -> tuple[str, ...]:
-    """``FLAG VALUE`` pairs the archive being tested knows: a scenario that tunes a newer setting still
-    runs against an older archive (to show how that one fails), with the setting's default there."""
+def known_flags(*pairs: str, command: str = "archive") -> tuple[str, ...]:
+    """``FLAG VALUE`` pairs `command` (``archive``, ``agent``) knows: a scenario that tunes a newer setting
+    still runs against an older ranklog (to show how that one fails), with the setting's default there."""
     out: list[str] = []
     for flag, value in zip(pairs[::2], pairs[1::2], strict=True):
-        if flag in _archive_flags():
+        if flag in _flags(command):
             out += [flag, value]
     return tuple(out)
 

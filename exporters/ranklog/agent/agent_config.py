@@ -208,6 +208,9 @@ class AgentConfig:
     max_metric_names: int = field(default=64, metadata={"help": "label budget: training metric names"})
     training_metrics: list[str] = field(default_factory=lambda: list(DEFAULT_TRAINING_METRICS),
                                         metadata={"help": "allow-listed training metric names"})
+    stall_timeout: float = field(default=10.0, metadata={
+        "unit": "duration", "help": "a read or stat of a file on a network/FUSE mount that has not returned after "
+                                    "this long marks the file stuck (reported; the other files go on)"})
     shutdown_timeout: float = field(default=10.0, metadata={"unit": "duration", "help": "ship what is read on exit for up to"})
     suspect_push: bool = field(default=True, metadata={
         "help": "push each job's failure lines to an archive's /v1/alerts at once (the verdict without a scrape)"})

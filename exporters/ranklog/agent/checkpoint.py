@@ -32,6 +32,9 @@ class FileCheckpoint:
     parser_state: dict[str, Any] = field(default_factory=dict)  # parser state at `offset`
     format: str = "auto"
     last_size: int = 0  # size last seen, to count lost bytes if the file vanishes while we are down
+    btime_ns: int = 0  # the file's birth time (0: unknown), file_identity.birth_time_ns
+    check_len: int = 0  # acknowledged bytes `check_hash` covers (file_identity.CHECK_BYTES at most)
+    check_hash: str = ""
 
 
 class CheckpointStore:

@@ -22,12 +22,14 @@ every path that matches, or could hold matches, but cannot be read is recorded w
   does not exist yet (``/tmp/ray`` before Ray ran) is not reported;
 - ``dangling_symlink``: a match that is a symlink to nothing (a log directory moved away, a
   ``latest.log`` link to a file already deleted);
+- ``stuck``: a file whose read or stat has not returned for ``stall_timeout`` (a network or FUSE
+  filesystem that stopped answering, :mod:`.io_guard`), until it returns;
 - ``error``: any other OS error (EIO, ELOOP…).
 
 :class:`UnreadablePaths` logs each (path, reason) once per agent lifetime (WARNING, so a path that
 flaps cannot flood the log; at most :data:`MAX_LOGGED` distinct lines) and sets the gauge
 ``ranklog_agent_unreadable_paths{reason}`` to the number of paths unreadable in the latest scan
-(no path label: cardinality stays at five series). A path that becomes readable is picked up by the
+(no path label: cardinality stays at six series). A path that becomes readable is picked up by the
 next scan like any new file.
 """
 
@@ -50,7 +52,7 @@ from .inotify import open_watch
 from .open_file import NotAFile, kind_of, open_regular
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
-REASONS = ("permission", "missing", "not_a_file", "dangling_symlink", "error")
+REASONS = ("permission", "missing", "not_a_file", "dangling_symlink", "stuck", "error")
 MAX_LOGGED = 4096  # distinct (path, reason) warnings per agent lifetime; the gauge keeps counting past it
 
 log = logging.getLogger("ranklog.agent.discover")
@@ -240,10 +242,17 @@ class UnreadablePaths:
             log.warning("more than %d unreadable paths: further ones are counted in "
                         "ranklog_agent_unreadable_paths but not logged one by one", MAX_LOGGED)
 
-    def _still_noted(self) -> dict[str, tuple[str, str]]:
-        """The noted paths that are still there and still not regular files."""
+    def forget(self, path: str) -> None:
+        """A noted path is readable again (a stuck file answered)."""
         with self._lock:
-            for path in list(self._noted):
+            self._noted.pop(os.path.abspath(path), None)
+
+    def _still_noted(self) -> dict[str, tuple[str, str]]:
+        """The noted paths that are still there and still not regular files (stuck ones until forgotten)."""
+        with self._lock:
+            for path, (reason, _) in list(self._noted.items()):
+                if reason == "stuck":
+                    continue
                 try:
                     gone = stat.S_ISREG(os.stat(path).st_mode)
                 except OSError as exc:

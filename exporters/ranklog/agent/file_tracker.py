@@ -35,13 +35,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import parse
-from ..file_identity import HEAD_BYTES, FileIdentity, head_matches
+from ..file_identity import CHECK_BYTES, HEAD_BYTES, FileIdentity, birth_time_ns, head_matches, prefix_hash
 from ..record import rows_to_table
 from .acks import Watermark
 from .agent_config import SourceSpec
 from .checkpoint import FileCheckpoint
 from .chunk import Chunk
 from .discover import COMPRESSED_SUFFIXES, Opened
+from .io_guard import IoGuard, may_hang
 from .open_file import NotAFile, open_regular
 from .tracked_file import TrackedFile, resolve_format
 
@@ -49,10 +50,15 @@ log = logging.getLogger("ranklog.agent.tail")
 
 
 class FileTracker:
-    def __init__(self, cfg, metrics, report: Callable[[str, str, str], None] | None = None) -> None:
+    def __init__(self, cfg, metrics, report: Callable[[str, str, str], None] | None = None,
+                 guard: IoGuard | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics
         self.report = report  # (path, reason, detail) of a path met here that cannot be read (discover)
+        self.guard = guard  # runs the I/O of files on mounts that may hang (io_guard)
+        self.parked: dict[str, FileCheckpoint] = {}  # checkpointed files on such mounts not found again yet
+        self._reborn: dict[tuple[int, int], int] = {}  # (dev, inode) of a recreated file → its generation
+        self._specs: dict[str, SourceSpec] = {}
         self.files: list[TrackedFile] = []  # every tracked file, retired generations included
         self.by_key: dict[str, TrackedFile] = {}
         # (dev, inode) → the live file holding it; stable because every tracked file stays open.
@@ -87,34 +93,54 @@ class FileTracker:
     # --- startup ------------------------------------------------------------------------------
 
     def resume(self, entries: dict[str, FileCheckpoint], specs: dict[str, SourceSpec]) -> None:
-        """Re-open every checkpointed file that still exists; count what vanished."""
+        """Re-open every checkpointed file that still exists; count what vanished. A file on a mount that
+        may hang (io_guard) is looked for off this thread: parked until its look returns (its checkpoint
+        is kept meanwhile), so a dead mount cannot hold the agent's start."""
+        self._specs = specs
         for entry in entries.values():
             ident = FileIdentity(entry.dev, entry.ino, entry.head_len, entry.head_hash)
-            found = self._find_again(entry, ident)
-            if found is None:
-                self._count_lost(entry.path, entry.last_size - entry.offset, "deleted")
-                self.dirty = True
+            if self.guard is not None and may_hang(entry.dev):
+                self.parked[entry.source_id] = entry
                 continue
-            path, fd, st = found
-            fmt, fields = resolve_format(path, entry.format)
-            tf = TrackedFile(path=path, fd=fd, format=fmt, fields=fields,
-                             options=dict(specs[path].options) if path in specs else {}, generation=entry.generation)
-            tf.ident, tf.key = ident, entry.source_id
-            tf.ctx = parse.SourceContext(source=path, source_id=entry.source_id, format=fmt, host=self.cfg.host,
-                                         ip=self.cfg.ip, fields=dict(fields), state=dict(entry.parser_state),
-                                              options=dict(tf.options))
-            tf.read_offset = tf.parse_offset = entry.offset
-            tf.watermark = Watermark(entry.offset, dict(entry.parser_state))
-            tf.note_size(st.st_size, time.time())
-            tf.resend_below = st.st_size
-            tf.detached = path != entry.path and path not in specs
-            self._add(tf)
-            if st.st_size < entry.offset:
-                self._count_lost(path, entry.last_size - entry.offset, "truncated")
-                self._restart_generation(tf)
-            log.info("resuming %s at offset %d (%s)", path, entry.offset, entry.source_id)
+            self._resume_one(entry, self._find_again(entry, ident))
 
-    def _find_again(self, entry: FileCheckpoint, ident: FileIdentity) -> tuple[str, int, os.stat_result] | None:
+    def _unpark(self) -> None:
+        for key, entry in list(self.parked.items()):
+            ident = FileIdentity(entry.dev, entry.ino, entry.head_len, entry.head_hash)
+            done, found = self.guard.call(hash(key), entry.path, "finding it again",
+                                          lambda e=entry, i=ident: self._find_again(e, i, detect=True))
+            if done:
+                del self.parked[key]
+                self._resume_one(entry, found)
+
+    def _resume_one(self, entry: FileCheckpoint, found: tuple | None) -> None:
+        if found is None:
+            self._count_lost(entry.path, entry.last_size - entry.offset, "deleted")
+            self.dirty = True
+            return
+        path, fd, st, *detected = found
+        fmt, fields = detected[0] if detected else resolve_format(path, entry.format)
+        specs = self._specs
+        tf = TrackedFile(path=path, fd=fd, format=fmt, fields=fields,
+                         options=dict(specs[path].options) if path in specs else {}, generation=entry.generation)
+        tf.ident, tf.key = FileIdentity(entry.dev, entry.ino, entry.head_len, entry.head_hash), entry.source_id
+        tf.ctx = parse.SourceContext(source=path, source_id=entry.source_id, format=fmt, host=self.cfg.host,
+                                     ip=self.cfg.ip, fields=dict(fields), state=dict(entry.parser_state),
+                                     options=dict(tf.options))
+        tf.read_offset = tf.parse_offset = entry.offset
+        tf.watermark = Watermark(entry.offset, dict(entry.parser_state))
+        tf.btime_ns, tf.check_len, tf.check_hash = entry.btime_ns, entry.check_len, entry.check_hash
+        tf.note_size(st.st_size, time.time())
+        tf.resend_below = st.st_size
+        tf.detached = path != entry.path and path not in specs
+        self._add(tf)
+        if st.st_size < entry.offset:
+            self._count_lost(path, entry.last_size - entry.offset, "truncated")
+            self._restart_generation(tf)
+        log.info("resuming %s at offset %d (%s)", path, entry.offset, entry.source_id)
+
+    def _find_again(self, entry: FileCheckpoint, ident: FileIdentity, detect: bool = False) -> tuple | None:
+        """(path, fd, fstat[, (format, fields) when `detect`]) of the checkpointed file, or None."""
         candidates = [entry.path]
         directory = os.path.dirname(entry.path)
         try:
@@ -128,9 +154,33 @@ class FileTracker:
                 continue
             fd, st = opened
             if ident.same_inode(st) and head_matches(fd, ident):
-                return path, fd, st
+                if self._recreated(entry, fd, path):
+                    os.close(fd)
+                    return None  # a different file: discovery finds it, and it is read from byte 0
+                return (path, fd, st, resolve_format(path, entry.format)) if detect else (path, fd, st)
             os.close(fd)
         return None
+
+    def _recreated(self, entry: FileCheckpoint, fd: int, path: str) -> bool:
+        """Same inode and head, but not the same file: another birth time, or other acknowledged bytes."""
+        born = birth_time_ns(fd) if entry.btime_ns else 0
+        why = None
+        if born and born != entry.btime_ns:
+            why = "another birth time"
+        elif entry.check_len and prefix_hash(fd, entry.check_len) not in (entry.check_hash, None):
+            why = f"other bytes in its first {entry.check_len} acknowledged"
+        elif entry.check_len and prefix_hash(fd, entry.check_len) is None:
+            why = f"fewer than the {entry.check_len} bytes acknowledged"
+        if why is None:
+            return False
+        log.warning("%s has the inode and first bytes of the file tailed before as %s, but %s: it was deleted and "
+                    "recreated while the agent was down; reading it from byte 0 as a new file", path,
+                    entry.source_id, why)
+        self.metrics.agent_recreated_files.inc()
+        st = os.fstat(fd)
+        # a generation of its own: its head may hash like the old file's, its offsets must not collide
+        self._reborn[(st.st_dev, st.st_ino)] = entry.generation + 1
+        return True
 
     # --- polling --------------------------------------------------------------------------------
 
@@ -138,6 +188,8 @@ class FileTracker:
         """Reconcile with discovery; returns chunks flushed from files that were truncated."""
         chunks: list[Chunk] = []
         now = time.monotonic()
+        if self.parked:
+            self._unpark()
         for tf in self._live():
             chunks += self._check(tf)
         for item in opened:
@@ -153,28 +205,48 @@ class FileTracker:
         return chunks
 
     def _identify(self, tf: TrackedFile) -> None:
-        if tf.key is None and tf.identify(self.cfg.host, self.cfg.ip):
-            self.by_key[tf.key] = tf
-            self.dirty = True
-            log.info("tailing %s as %s (%s)", tf.path, tf.format, tf.key)
-            # recorded before the first byte ships when a restart could not derive the same key from the
-            # file alone: a new generation, or a head shorter than HEAD_BYTES (a file found within
-            # moments of its creation, by inotify — after a crash its longer head would hash otherwise)
-            if tf.generation > 1 or tf.ident.head_len < HEAD_BYTES:
-                self.urgent = True
+        if tf.key is None:
+            if tf.guarded:  # identification reads the file: on a mount that may hang, off this thread
+                self.guard.call(tf.uid, tf.path, "identification", lambda: tf.identify(self.cfg.host, self.cfg.ip))
+            elif not tf.identify(self.cfg.host, self.cfg.ip):
+                return
+        if tf.key is None or self.by_key.get(tf.key) is tf:
+            return
+        self.by_key[tf.key] = tf
+        self.dirty = True
+        log.info("tailing %s as %s (%s)", tf.path, tf.format, tf.key)
+        # recorded before the first byte ships when a restart could not derive the same key from the
+        # file alone: a new generation, or a head shorter than HEAD_BYTES (a file found within
+        # moments of its creation, by inotify — after a crash its longer head would hash otherwise)
+        if tf.generation > 1 or tf.ident.head_len < HEAD_BYTES:
+            self.urgent = True
 
-    def _check(self, tf: TrackedFile) -> list[Chunk]:
+    @staticmethod
+    def _look(tf: TrackedFile) -> tuple[os.stat_result, bool, bool]:
+        """The system calls of a poll's look at a file: (its fstat, whether its path names another file
+        or none now, whether its head bytes changed)."""
         st = os.fstat(tf.fd)
+        moved = False
         if not tf.detached:
             try:
                 at_path = os.stat(tf.path)
                 moved = not (at_path.st_dev == st.st_dev and at_path.st_ino == st.st_ino)
             except FileNotFoundError:
                 moved = True
-            if moved:
-                tf.detached = True
-                log.info("%s was rotated or removed; reading it to the end", tf.path)
-        if st.st_size < tf.read_offset or (tf.ident is not None and not head_matches(tf.fd, tf.ident)):
+        return st, moved, tf.ident is not None and not head_matches(tf.fd, tf.ident)
+
+    def _check(self, tf: TrackedFile) -> list[Chunk]:
+        if tf.guarded:  # on a mount that may hang: off this thread; nothing this poll while it runs
+            done, look = self.guard.call(tf.uid, tf.path, "a look at its size and head", lambda: self._look(tf))
+            if not done:
+                return []
+        else:
+            look = self._look(tf)
+        st, moved, head_changed = look
+        if moved and not tf.detached:
+            tf.detached = True
+            log.info("%s was rotated or removed; reading it to the end", tf.path)
+        if st.st_size < tf.read_offset or head_changed:
             return self.truncated(tf)
         if st.st_size != tf.size:
             tf.note_size(st.st_size, time.time())
@@ -325,10 +397,13 @@ class FileTracker:
                 self._follow(known, item.path)
             return
         fields: dict[str, Any] = {}
-        if item.spec.format != "auto":
+        guarded = self.guard is not None and may_hang(item.st.st_dev)
+        if item.spec.format != "auto" and not guarded:  # (guarded: detected when identified, off this thread)
             _, fields = resolve_format(item.path, item.spec.format)
         tf = TrackedFile(path=item.path, fd=item.fd, format=item.spec.format, fields=fields,
-                         options=dict(item.spec.options), resend_below=item.st.st_size if self._starting else 0)
+                         options=dict(item.spec.options), resend_below=item.st.st_size if self._starting else 0,
+                         detect_fields=guarded and item.spec.format != "auto",
+                         generation=self._reborn.pop((item.st.st_dev, item.st.st_ino), 1))
         tf.note_size(item.st.st_size, time.time())  # in the backlog from this poll on, not the next
         self._add(tf)
 
@@ -350,6 +425,7 @@ class FileTracker:
         self.files.append(tf)
         st = os.fstat(tf.fd)
         tf.inode = (st.st_dev, st.st_ino)
+        tf.guarded = self.guard is not None and may_hang(st.st_dev)
         self._inodes[tf.inode] = tf
         if tf.key is not None:
             self.by_key[tf.key] = tf
@@ -382,16 +458,19 @@ class FileTracker:
         tf = self.by_key.get(chunk.key)
         if tf is not None and tf.watermark.ack(chunk):
             self.dirty = True
+            if tf.check_len < CHECK_BYTES:
+                tf.extend_check()
 
     def checkpoints(self) -> dict[str, FileCheckpoint]:
-        out: dict[str, FileCheckpoint] = {}
+        out: dict[str, FileCheckpoint] = dict(self.parked)
         for tf in self.files:
             if tf.key is None or tf.ident is None:
                 continue
             out[tf.key] = FileCheckpoint(
                 source_id=tf.key, path=tf.path, dev=tf.ident.dev, ino=tf.ident.ino, head_len=tf.ident.head_len,
                 head_hash=tf.ident.head_hash, generation=tf.generation, offset=tf.watermark.offset,
-                parser_state=tf.watermark.state, format=tf.format, last_size=max(tf.size, tf.read_offset))
+                parser_state=tf.watermark.state, format=tf.format, last_size=max(tf.size, tf.read_offset),
+                btime_ns=tf.btime_ns, check_len=tf.check_len, check_hash=tf.check_hash)
         return out
 
     def backlog(self) -> tuple[int, float]:

@@ -305,7 +305,8 @@ class ParsePool:
 
     def _post(self, worker: _Worker, tf: TrackedFile, offset: int, data: bytes, final: bool) -> None:
         header: dict[str, Any] = {"op": "parse", "file": tf.uid, "offset": offset, "final": final,
-                                  "path": tf.path, "mtime_ns": os.fstat(tf.fd).st_mtime_ns if tf.fd >= 0 else None,
+                                  "path": tf.path, "mtime_ns": tf.mtime_ns if tf.mtime_ns is not None else
+                                  (os.fstat(tf.fd).st_mtime_ns if tf.fd >= 0 else None),
                                   "read_time_ns": time.time_ns()}
         if tf.uid not in worker.known:
             ctx = tf.ctx

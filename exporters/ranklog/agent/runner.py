@@ -29,6 +29,7 @@ from .checkpoint import CheckpointStore, CheckpointWriter
 from .chunk import Chunk
 from .discover import Discovery, DiscoveryThread
 from .file_tracker import FileTracker
+from .io_guard import IoGuard
 from .log_metrics import BatchObserver
 from .metrics_thread import ObserverThread
 from .parse_pool import Parsed, ParsePool, WorkerDied
@@ -63,7 +64,9 @@ class Agent:
         self.discovery = DiscoveryThread(Discovery(all_sources(cfg), ignore_dirs=(cfg.state_dir,)), cfg.poll_interval,
                                          self.metrics.agent_unreadable_paths, on_change=lambda: self._events.put(LOOK_NOW))
         self._look_now = False
-        self.tracker = FileTracker(cfg, self.metrics, report=self.discovery.unreadable.note)
+        self.guard = IoGuard(cfg.stall_timeout, report=self.discovery.unreadable.note,
+                             cleared=self.discovery.unreadable.forget)
+        self.tracker = FileTracker(cfg, self.metrics, report=self.discovery.unreadable.note, guard=self.guard)
         self._turn = 0
         self._short_read = min(SMALL_READ, cfg.read_chunk)
 
@@ -126,7 +129,13 @@ class Agent:
                 continue  # its worker is behind: the budget left goes to the others
             if tf.resting(now):
                 continue
-            outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now, parse_here=False)
+            if tf.guarded:  # on a mount that may hang: read off this thread, taken when it returns (io_guard)
+                done, outcome = self.guard.call(tf.uid, tf.path, "a read", lambda tf=tf: tf.read_step(
+                    self.cfg.read_chunk, self.cfg.idle_final, now, parse_here=False))
+                if not done:
+                    continue
+            else:
+                outcome = tf.read_step(self.cfg.read_chunk, self.cfg.idle_final, now, parse_here=False)
             tf.rest_after(outcome.nread, self.cfg.read_chunk, now, self.cfg.tail_interval)
             if outcome.truncated:
                 self._submit_all(self.tracker.truncated(tf))
@@ -264,4 +273,5 @@ class Agent:
             self.pool.close()
         if self.writer is not None:
             self.writer.close(self.tracker.checkpoints())
+        self.guard.close()
         self.tracker.close()

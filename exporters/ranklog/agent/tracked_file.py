@@ -31,7 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import parse
-from ..file_identity import FileIdentity, head_matches, identify, make_source_id
+from ..file_identity import (
+    CHECK_BYTES,
+    FileIdentity,
+    birth_time_ns,
+    head_matches,
+    identify,
+    make_source_id,
+    new_head_hasher,
+)
 from .acks import Watermark
 from .chunk import Chunk
 
@@ -92,6 +100,13 @@ class TrackedFile:
     # this process first saw it, for files it found at start); a duplicate of them is expected.
     resend_below: int = 0
     rest_until: float = 0.0  # monotonic time before which the file is not read again (see rest_after)
+    mtime_ns: int | None = None  # the file's modification time at its last read (what parses and rest_after use)
+    guarded: bool = False  # on a filesystem that may hang: its I/O runs off the reading thread (io_guard)
+    detect_fields: bool = False  # layout fields still to detect from the file (done by identify, io_guard)
+    btime_ns: int = 0  # birth time (file_identity.birth_time_ns; 0: unknown)
+    check_len: int = 0  # the first check_len acknowledged bytes hash to check_hash (file_identity.CHECK_BYTES)
+    check_hash: str = ""
+    _check_hasher: Any = field(default=None, repr=False)
 
     def identify(self, host: str, ip: str) -> bool:
         """Take the file's identity once it has bytes; True when it was identified now.
@@ -106,7 +121,11 @@ class TrackedFile:
             return False
         if self.format == "auto":
             self.format, self.fields = resolve_format(self.path, "auto")
+        elif self.detect_fields:
+            _, self.fields = resolve_format(self.path, self.format)
+            self.detect_fields = False
         self.ident = ident
+        self.btime_ns = birth_time_ns(self.fd)
         self.key = make_source_id(host, ident, self.generation)
         self.ctx = parse.SourceContext(source=self.path, source_id=self.key, format=self.format, host=host,
                                        ip=ip, fields=dict(self.fields), state={}, options=dict(self.options))
@@ -133,6 +152,7 @@ class TrackedFile:
             if data:
                 if self.ident is not None and not head_matches(self.fd, self.ident):
                     return ReadOutcome(truncated=True)
+                self.mtime_ns = os.fstat(self.fd).st_mtime_ns
                 self.read_offset += len(data)
                 self.last_data = now
                 if self.read_offset > self.size:  # past the size the last poll saw: it grew since
@@ -157,7 +177,7 @@ class TrackedFile:
         """What a parse of the bytes just read gets: the pending rest in `carry`, then `data` (the
         context names the file's path and modification time now)."""
         self.ctx.source = self.path
-        self.ctx.mtime_ns = os.fstat(self.fd).st_mtime_ns
+        self.ctx.mtime_ns = self.mtime_ns if self.mtime_ns is not None else os.fstat(self.fd).st_mtime_ns
         return self.carry + data if self.carry else data
 
     def parsed(self, buffer: bytes, result: parse.ParseResult) -> Chunk | None:
@@ -186,13 +206,17 @@ class TrackedFile:
         without)."""
         if self.generation > 1:
             return
-        if 0 < nread < read_chunk and interval > 0 and time.time_ns() - os.fstat(self.fd).st_mtime_ns < interval * 1e9:
+        if not (0 < nread < read_chunk and interval > 0):
+            return
+        mtime = self.mtime_ns if self.mtime_ns is not None else os.fstat(self.fd).st_mtime_ns
+        if time.time_ns() - mtime < interval * 1e9:
             self.rest_until = now + interval
 
     def _written_before(self, seconds: float) -> bool:
         """The file ends where it was read and its own modification time is `seconds` old or more: a
         file written before the agent saw it (renamed in, found at start) need not be watched that long."""
         st = os.fstat(self.fd)
+        self.mtime_ns = st.st_mtime_ns
         return st.st_size <= self.read_offset and time.time_ns() - st.st_mtime_ns >= seconds * 1e9
 
     def flush_pending(self) -> tuple[Chunk | None, int]:
@@ -213,6 +237,19 @@ class TrackedFile:
         self.parse_offset += consumed
         self.watermark.add(chunk)
         return chunk
+
+    def extend_check(self) -> None:
+        """Hash what is acknowledged, up to CHECK_BYTES (what a restart compares: file_identity), reading
+        each byte once (the hash is extended, not taken again)."""
+        length = min(self.watermark.offset, CHECK_BYTES)
+        if length <= self.check_len or self.guarded or self.fd < 0:
+            return
+        if self._check_hasher is None:  # (resumed from a checkpoint: the bytes hashed so far, once)
+            self._check_hasher, self.check_len = new_head_hasher(), 0
+        data = os.pread(self.fd, length - self.check_len, self.check_len)
+        if len(data) == length - self.check_len:
+            self._check_hasher.update(data)
+            self.check_len, self.check_hash = length, self._check_hasher.hexdigest()
 
     def note_size(self, size: int, now: float) -> None:
         """Record a size seen by a poll (growth timestamps feed the oldest-unshipped age)."""
