@@ -67,6 +67,9 @@ _SPECS: tuple[MetricSpec, ...] = (
                "(sources[2], source[0], preset:NAME). Each is named once in the agent's log at start; the other "
                "sources are shipped.", ("source",)),
     MetricSpec("ranklog_agent_lost_bytes_total", "counter", "Bytes that vanished before they were shipped (file deleted or truncated).", ("reason",)),
+    MetricSpec("ranklog_agent_nul_bytes_skipped_total", "counter",
+               "Bytes of NUL-only regions (64 KiB or more: sparse or preallocated files, blocks a crash left "
+               "unwritten) passed over instead of shipped as records."),
     MetricSpec("ranklog_agent_recreated_files_total", "counter",
                "Checkpointed files found again at start with the same inode and first bytes but another birth time "
                "or other acknowledged bytes: deleted and recreated while the agent was down, read from byte 0."),
@@ -149,6 +152,9 @@ _SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("ranklog_archive_open_incidents", "gauge", "Training jobs with an open incident (a verdict kept up to date).",
                component="archive"),
     # Both.
+    MetricSpec("ranklog_token_file_insecure", "gauge",
+               "1 while the token file this agent or archive reads is readable or writable by every user "
+               "(chmod 600 it); the file is still used.", component="all"),
     MetricSpec("ranklog_build_info", "gauge", "Version of the running ranklog component (always 1).",
                ("version", "component", "python", "pyarrow"), "all"),
 )

@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 
-from .. import parse
+from .. import parse, token_file
 from ..metrics import LabelBudget, create
 from ..record import arrow_schema
 from .agent_config import AgentConfig
@@ -50,6 +50,7 @@ class Agent:
     def __init__(self, cfg: AgentConfig, registry=None) -> None:
         self.cfg = cfg
         self.metrics = create("agent", registry)
+        token_file.check_path(cfg.token_file, self.metrics.token_file_insecure)
         self.budget = InflightBudget(cfg.max_unacked_bytes, self.metrics.agent_reading_paused)
         labels = LabelBudget(self.metrics.metric_label_overflow, cfg.max_jobs, cfg.max_ranks, cfg.max_metric_names)
         self.suspects = SuspectPusher(cfg, self.metrics) if cfg.suspect_push else None
@@ -141,6 +142,10 @@ class Agent:
                 self._submit_all(self.tracker.truncated(tf))
                 worked = True
                 continue
+            if outcome.nul_skipped:
+                self._nul_region(tf, outcome)
+                worked = True
+                continue
             if outcome.nread:
                 self.metrics.agent_bytes_read.inc(outcome.nread)
                 self.metrics.agent_reads.inc()
@@ -161,6 +166,17 @@ class Agent:
         self._parse_here(short, observed)
         self.observer.submit(observed)
         return worked
+
+    def _nul_region(self, tf: TrackedFile, outcome) -> None:
+        """A run of NUL bytes passed over (tracked_file): counted, logged once per file, its chunk (no
+        records) acknowledged like blank lines'."""
+        self.metrics.agent_nul_bytes_skipped.inc(outcome.nul_skipped)
+        if not tf.nul_warned:
+            tf.nul_warned = True
+            log.warning("%s holds %d NUL bytes from offset %d (a sparse or preallocated file, or blocks a crash left "
+                        "unwritten): passed over, not shipped; counted in ranklog_agent_nul_bytes_skipped_total",
+                        tf.path, outcome.nul_skipped, outcome.chunk.start)
+        self._submit_all([outcome.chunk])
 
     def _parse_here(self, reads: list[tuple[TrackedFile, bytes, bool]], observed: list) -> None:
         """Parse reads in this thread, together (their chunks' batches join `observed`)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -53,9 +54,12 @@ class ReadOutcome:
     # with parse_workers > 1: the bytes to parse in a worker (None: nothing to parse), and whether they end the file
     raw: bytes | None = None
     final: bool = False
+    nul_skipped: int = 0  # bytes of a NUL region passed over (its chunk, without records, is `chunk`)
 
 
 _UIDS = itertools.count(1)
+NUL_REGION = b"\0" * (64 * 1024)  # a run of NUL bytes this long is not log data (see TrackedFile._skip_nul_region)
+_NULS = re.compile(rb"\0+")
 
 
 def resolve_format(path: str, wanted: str) -> tuple[str, dict[str, Any]]:
@@ -107,6 +111,8 @@ class TrackedFile:
     check_len: int = 0  # the first check_len acknowledged bytes hash to check_hash (file_identity.CHECK_BYTES)
     check_hash: str = ""
     _check_hasher: Any = field(default=None, repr=False)
+    nul_warned: bool = False  # a NUL region of this file was logged
+    in_nul_region: bool = False  # the last read passed over NUL bytes: NULs that follow belong to that region
 
     def identify(self, host: str, ip: str) -> bool:
         """Take the file's identity once it has bytes; True when it was identified now.
@@ -152,6 +158,12 @@ class TrackedFile:
             if data:
                 if self.ident is not None and not head_matches(self.fd, self.ident):
                     return ReadOutcome(truncated=True)
+                nul_at = data.find(NUL_REGION)
+                if nul_at == 0 or (self.in_nul_region and data[:1] == b"\0"):  # (the region's last piece too)
+                    return self._skip_nul_region(data, pending)
+                self.in_nul_region = False
+                if nul_at > 0:
+                    data = data[:nul_at]  # up to the region: the next read skips it
                 self.mtime_ns = os.fstat(self.fd).st_mtime_ns
                 self.read_offset += len(data)
                 self.last_data = now
@@ -166,6 +178,24 @@ class TrackedFile:
             return ReadOutcome(nread=len(data), raw=data, final=final)
         chunk, errors = self.parse_read(data, final)
         return ReadOutcome(chunk, len(data), errors)
+
+    def _skip_nul_region(self, data: bytes, pending: bool) -> ReadOutcome:
+        """The read starts a run of NUL bytes at least NUL_REGION long: not log data (a sparse or
+        preallocated file, blocks a crash left unwritten). Once what precedes it is parsed (a pending
+        line is parsed as complete first), the run is passed over as a chunk without records — holes
+        in one ``SEEK_DATA`` — and reported (``nul_skipped``)."""
+        if self.inflight or self.read_offset > self.parse_offset:
+            return ReadOutcome(raw=b"", final=True) if pending else ReadOutcome()
+        run = _NULS.match(data).end()
+        if run == len(data):  # all of the read: the rest of a hole is skipped without reading it
+            try:
+                run = max(run, os.lseek(self.fd, self.read_offset, os.SEEK_DATA) - self.read_offset)
+            except OSError:  # ENXIO: no data after this offset (a hole to the end), or no SEEK_DATA
+                run = max(run, os.fstat(self.fd).st_size - self.read_offset)
+        self.read_offset += run
+        self.in_nul_region = True
+        chunk = self.take(run, None, copy.deepcopy(self.ctx.state))
+        return ReadOutcome(chunk=chunk, nread=run, nul_skipped=run)
 
     def parse_read(self, data: bytes, final: bool) -> tuple[Chunk | None, int]:
         """Parse the bytes just read, after the pending rest in `carry`."""

@@ -192,6 +192,7 @@ async def readyz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     state: ArchiveState = request.app.state.archive
+    state.tokens.refresh()
     state.metrics.archive_wal_bytes.set(state.pipeline.unflushed_wal_bytes())
     free = state.disk.free_bytes()
     if free is not None:

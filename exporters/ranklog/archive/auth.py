@@ -33,6 +33,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .. import token_file
+
 log = logging.getLogger("ranklog.archive.auth")
 _IDENTITY = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -87,19 +89,20 @@ def parse_tokens(lines: list[bytes], path: str) -> tuple[tuple[bytes, Caller], .
 
 
 class TokenStore:
-    def __init__(self, path: str, check_every: float = 0.5) -> None:
+    def __init__(self, path: str, check_every: float = 0.5, exposed_gauge=None) -> None:
         self.path = path
         self.check_every = check_every
         self._entries: tuple[tuple[bytes, Caller], ...] = ()
-        self._identity: tuple[int, int, int] | None = None
+        self._identity: tuple[int, int, int, int] | None = None
         self._checked = -1e9
         self._lock = threading.Lock()
+        self.exposed_gauge = exposed_gauge  # ranklog_token_file_insecure (token_file)
         self._reload(force=True)
 
     def _reload(self, force: bool = False) -> None:
         try:
             st = os.stat(self.path)
-            identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+            identity = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_mode)  # (a chmod is seen too)
             if identity == self._identity and not force:
                 return
             with open(self.path, "rb") as handle:
@@ -111,9 +114,14 @@ class TokenStore:
             log.error("token file %s unusable (%s); keeping the previous tokens", self.path, why)
             return
         self._entries, self._identity = entries, identity
+        token_file.check(self.path, st.st_mode, self.exposed_gauge)
         bound = sum(caller.identity is not None for _, caller in entries)
         log.info("loaded %d token(s) from %s (%d bound to node identities, %d shared)", len(entries), self.path,
                  bound, len(entries) - bound)
+
+    def refresh(self) -> None:
+        """Re-read the file if it changed (also its mode: ranklog_token_file_insecure follows a chmod)."""
+        self._refresh()
 
     def _refresh(self) -> None:
         now = time.monotonic()

@@ -60,11 +60,11 @@ def run(config: ArchiveConfig) -> int:
     storage = Storage(config.root, config.archive_id, config.s3.settings())
     state_dir = state_directory(config, storage)
     lock_fd = _lock_state_dir(state_dir)
+    metrics = create("archive")
     try:
-        tokens = TokenStore(config.token_file)
+        tokens = TokenStore(config.token_file, exposed_gauge=metrics.token_file_insecure)
     except OSError as exc:
         raise UserError(str(exc)) from None
-    metrics = create("archive")
     disk = DiskProbe(storage.local_base, config.free_space_file)
     pipeline = Pipeline(config, storage, state_dir, metrics)
     maintenance = Maintenance(config, storage, state_dir, metrics, Clock(config.clock_file), disk,
