@@ -239,6 +239,39 @@ def _triage_failing(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return _archive_counter_moved(
         f'ranklog_archive_triage_runs_total{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB, status="error")}}}', {},
         "a triage for an alerted job raised", "a triage failed an hour ago, none since")
+def _nul_regions(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    return _counter_moved(
+        f'ranklog_agent_nul_bytes_skipped_total{{{_labels(instance=NODE1, job=AGENT_JOB)}}}', {},
+        ("a sparse log file's 256 MiB hole passed over", "a crash-zeroed region met right after a restart (series born)"),
+        ("no NUL region in any log file", "a region an hour ago, none since"))
+
+
+def _wal_corruption(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    series = f'ranklog_archive_wal_corrupt_entries_total{{{_labels(instance=ARCHIVE, job=ARCHIVE_JOB)}}}'
+    up = _up("1x200", ARCHIVE, ARCHIVE_JOB)
+    fire = [Scenario("the archive restarted and its replay found a damaged entry (series born at 1)",
+                     {**up, series: "_x100 1x40"}, "7h", [{"instance": ARCHIVE, "job": ARCHIVE_JOB}], interval="4m")]
+    quiet = [Scenario("replays found no damage", {**up, series: "0x140"}, "7h", interval="4m"),
+             Scenario("damage found 12 hours ago", {**up, series: "_x5 1x195"}, "13h", interval="4m")]
+    return fire, quiet
+
+
+def _unreadable_files(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    gauge = _gauge("ranklog_archive_unreadable_files", ARCHIVE_JOB, ARCHIVE)
+    fire = [Scenario("a half-copied file in an hour folder, then moved to the quarantine", {gauge: "0x5 1x30"}, "30m",
+                     [{"instance": ARCHIVE, "job": ARCHIVE_JOB}])]
+    quiet = [Scenario("every file readable", {gauge: "0x40"}, "30m"),
+             Scenario("a bad file removed by the operator within minutes", {gauge: "0x10 1x5 0x25"}, "30m")]
+    return fire, quiet
+
+
+def _token_file(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    agent = f'ranklog_token_file_insecure{{{_labels(instance=NODE1, job=AGENT_JOB)}}}'
+    fire = [Scenario("an agent's token file is mode 0644", {agent: "1x20"}, "15m",
+                     [{"instance": NODE1, "job": AGENT_JOB}])]
+    quiet = [Scenario("mode 0600", {agent: "0x20"}, "15m"),
+             Scenario("fixed with chmod 600 within two minutes", {agent: "1x2 0x18"}, "15m")]
+    return fire, quiet
 
 
 def _rejecting(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
@@ -285,6 +318,8 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
         "RanklogAgentSourceInvalid": _source_invalid,
         "RanklogAgentUnexpectedDuplicates": _unexpected_duplicates,
         "RanklogAgentParseWorkerRestarted": _parse_worker_restarted,
+        "RanklogAgentNulRegions": _nul_regions, "RanklogTokenFileInsecure": _token_file,
+        "RanklogArchiveWalCorruption": _wal_corruption, "RanklogArchiveUnreadableFiles": _unreadable_files,
         "RanklogArchiveRejectingIngest": _rejecting, "RanklogArchiveDiskLow": _disk,
         "RanklogRetentionNotRunning": _retention, "RanklogVerdictDeliveryFailing": _verdict_delivery,
         "RanklogTriageFailing": _triage_failing,

@@ -84,6 +84,10 @@ class Thresholds:
     unexpected_duplicates_window: str = "30m"  # an archive claimed records the agent never sent: alert at once
     parse_worker_restarts_window: str = "30m"  # a parse worker of an agent died within this window: alert at once
     verdict_failures_window: str = "30m"  # a verdict not delivered / a triage failed within this window: alert at once
+    nul_regions_window: str = "30m"  # an agent passed over NUL-only regions within this window: alert at once
+    wal_corruption_window: str = "6h"  # an archive lost acknowledged entries to WAL damage within this window
+    unreadable_files_for: str = "10m"  # unreadable Parquet files in an archive's root for this long
+    token_file_insecure_for: str = "5m"  # a token file readable by every user for this long
     rejected_requests: int = 0  # more than this many refused requests within the window
     rejected_window: str = "10m"
     rejected_for: str = "2m"
@@ -346,6 +350,21 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"Within {t.verdict_failures_window} the ranklog archive {{{{ $labels.instance }}}} could not triage a "
               f"training job an alert or a suspect named, so no verdict was sent for it. The archive's log has the "
               f"error; `ranklog triage` by hand gives the verdict meanwhile.", "ranklog-archive.rules"),
+        Alert("RanklogAgentNulRegions",
+              f"sum by (instance, job) ({new_or_increase(f'ranklog_agent_nul_bytes_skipped_total{{{agent}}}', t.nul_regions_window)}) > 0",
+              "0m", "warning", "agent",
+              "ranklog agent on {{ $labels.instance }} passed over NUL-only regions of log files",
+              f"Within {t.nul_regions_window} the ranklog agent on node {{{{ $labels.instance }}}} met runs of 64 KiB or "
+              f"more of NUL bytes in log files it tails (sparse or preallocated files, or blocks a crash left "
+              f"unwritten) and did not ship them as records. The agent's log names each file once.",
+              "ranklog-agent.rules"),
+        Alert("RanklogTokenFileInsecure",
+              "max by (instance, job) (ranklog_token_file_insecure) > 0",
+              t.token_file_insecure_for, "warning", "security",
+              "The token file of {{ $labels.job }} on {{ $labels.instance }} is readable by every user",
+              f"The bearer-token file that the ranklog {{{{ $labels.job }}}} on {{{{ $labels.instance }}}} reads has "
+              f"been readable or writable by every user for {t.token_file_insecure_for}: any account on that "
+              f"machine can use its tokens. Its log names the file; chmod 600 it.", "ranklog-security.rules"),
         Alert("RanklogArchiveDown", f"up{{{archive}}} == 0", t.archive_down_for, "critical", "archive",
               "ranklog archive {{ $labels.instance }} is down",
               "Prometheus cannot scrape the ranklog archive {{ $labels.instance }}: agents buffer in their "
@@ -358,6 +377,22 @@ def _pipeline_alerts(t: Thresholds) -> list[Alert]:
               f"The ranklog archive {{{{ $labels.instance }}}} refused more than {t.rejected_requests} ingest "
               f"requests within {t.rejected_window} with reason {{{{ $labels.reason }}}}.",
               "ranklog-archive.rules"),
+        Alert("RanklogArchiveWalCorruption",
+              f"sum by (instance, job) ({new_or_increase(f'ranklog_archive_wal_corrupt_entries_total{{{archive}}}', t.wal_corruption_window)}) > 0",
+              "0m", "critical", "archive",
+              "Archive {{ $labels.instance }} lost acknowledged records to WAL damage",
+              f"Within {t.wal_corruption_window} the ranklog archive {{{{ $labels.instance }}}} found damaged entries in "
+              f"its write-ahead log at start that held acknowledged records not yet in Parquet: those records are "
+              f"lost. The archive's log names the segment and byte; `ranklog integrity` lists the loss; the damaged "
+              f"segment is kept in the WAL's damaged/ directory.", "ranklog-archive.rules"),
+        Alert("RanklogArchiveUnreadableFiles",
+              f"ranklog_archive_unreadable_files{{{archive}}} > 0",
+              t.unreadable_files_for, "warning", "archive",
+              "Archive {{ $labels.instance }} holds unreadable Parquet files",
+              f"For {t.unreadable_files_for} the root of the ranklog archive {{{{ $labels.instance }}}} has held Parquet "
+              f"files that cannot be read (empty, random, cut short): queries skip them with a warning and their "
+              f"records are missing from every answer. Compaction moves them to _ranklog/quarantine/; `ranklog "
+              f"integrity` lists them.", "ranklog-archive.rules"),
         Alert("RanklogArchiveDiskLow",
               f"ranklog_archive_disk_free_bytes{{{archive}}} < {t.disk_free_min_bytes}",
               t.disk_free_for, "critical", "archive",
