@@ -158,7 +158,7 @@ class TrackedFile:
             if data:
                 if self.ident is not None and not head_matches(self.fd, self.ident):
                     return ReadOutcome(truncated=True)
-                nul_at = data.find(NUL_REGION)
+                nul_at = data.find(NUL_REGION) if b"\0" in data else -1  # (memchr first: most logs hold none)
                 if nul_at == 0 or (self.in_nul_region and data[:1] == b"\0"):  # (the region's last piece too)
                     return self._skip_nul_region(data, pending)
                 self.in_nul_region = False
