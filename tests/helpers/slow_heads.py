@@ -1,6 +1,6 @@
 """Hostile HTTP clients over real sockets: slowloris heads and oversized heads.
 
-``trickle_heads`` opens N connections and sends each one's request head a byte at a time (all from
+``trickle_body`` sends a head at once and then its body a little at a time. ``trickle_heads`` opens N connections and sends each one's request head a byte at a time (all from
 one thread, round robin, so 200 connections cost no threads); it reports, per connection, what the
 server answered and how long after connecting the server closed it. ``oversized_head`` sends a
 head of a given size in pieces and returns the status line it got (it stops sending as soon as an
@@ -95,3 +95,36 @@ def oversized_head(port: int, size: int, piece: int = 16 * 1024, path: bytes = b
             if b"\r\n" in answer:
                 return _status(answer)
     return "no answer"
+
+
+def trickle_body(port: int, head: bytes, stop, piece: bytes = b"x" * 100, every: float = 0.3) -> str:
+    """Send a request `head` at once, then its body `piece` by `piece` every `every` s until the server
+    answers or closes (or `stop()` is true); the status line it answered ("no answer" otherwise)."""
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    except OSError as exc:
+        return f"connect failed: {exc}"
+    with sock:
+        sock.sendall(head)
+        sock.setblocking(False)
+        answer = b""
+        while not stop():
+            try:
+                sock.send(piece)
+            except BlockingIOError:
+                pass
+            except OSError:
+                break
+            try:
+                data = sock.recv(4096)
+                if not data:
+                    break
+                answer += data
+                if b"\r\n" in answer:
+                    break
+            except BlockingIOError:
+                pass
+            except OSError:
+                break
+            time.sleep(every)
+        return answer.split(b"\r\n", 1)[0].decode(errors="replace") or "no answer"

@@ -10,13 +10,13 @@ not grow by more than 128 MiB over the whole scenario.
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import httpx
 import pytest
 
 from tests.helpers.archive_proc import running_archive
+from tests.helpers.slow_heads import trickle_body
 from tests.reliability.report import Row
 
 pytestmark = pytest.mark.slow
@@ -30,34 +30,11 @@ def _rss(pid: int) -> int:
 
 def _slow_body(port: int, token: str, path: str, seconds: float) -> tuple[str, float]:
     """Headers, then 100 bytes every 0.3 s; (status answered, seconds until the server answered or closed)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     started = time.monotonic()
-    with sock:
-        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-                      "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n").encode())
-        sock.setblocking(False)
-        answer = b""
-        while time.monotonic() - started < seconds:
-            try:
-                sock.send(b" " * 100)
-            except BlockingIOError:
-                pass
-            except OSError:
-                break
-            try:
-                data = sock.recv(4096)
-                if not data:
-                    break
-                answer += data
-                if b"\r\n" in answer:
-                    break
-            except BlockingIOError:
-                pass
-            except OSError:
-                break
-            time.sleep(0.3)
-        line = answer.split(b"\r\n", 1)[0].decode(errors="replace")
-        return (line.split(" ")[1] if line.startswith("HTTP/") else "no answer"), time.monotonic() - started
+    line = trickle_body(port, (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+                               "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n").encode(),
+                        lambda: time.monotonic() - started >= seconds, piece=b" " * 100)
+    return (line.split(" ")[1] if line.startswith("HTTP/") else "no answer"), time.monotonic() - started
 
 
 def test_read_endpoint_bodies_are_bounded_and_nested_json_is_a_400(tmp_path, token_file, record_row):

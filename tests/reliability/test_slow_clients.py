@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import threading
 import time
 
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from tests.helpers.archive_proc import NDJSON, running_archive
-from tests.helpers.slow_heads import oversized_head, trickle_heads
+from tests.helpers.slow_heads import oversized_head, trickle_body, trickle_heads
 from tests.reliability.report import Row
 
 pytestmark = pytest.mark.slow
@@ -31,36 +30,9 @@ SLOW, SECONDS = 70, 8.0
 
 def _slow_upload(port: int, token: str, outcomes: list[str], stop: threading.Event) -> None:
     """Headers at once, then a trickle; records the status line the archive answered (or how it ended)."""
-    try:
-        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-    except OSError as exc:
-        outcomes.append(f"connect failed: {exc}")
-        return
-    with sock:
-        sock.sendall((f"POST /v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-                      f"Content-Type: {NDJSON}\r\nContent-Length: 10000000\r\n\r\n").encode())
-        sock.setblocking(False)
-        answer = b""
-        while not stop.is_set():
-            try:
-                sock.send(b"x" * 100)
-            except BlockingIOError:
-                pass
-            except OSError:
-                break
-            try:
-                data = sock.recv(4096)
-                if not data:
-                    break
-                answer += data
-                if b"\r\n" in answer:
-                    break
-            except BlockingIOError:
-                pass
-            except OSError:
-                break
-            time.sleep(0.3)
-        outcomes.append(answer.split(b"\r\n", 1)[0].decode(errors="replace") or "no answer")
+    outcomes.append(trickle_body(port, (f"POST /v1/ingest HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                                        f"{token}\r\nContent-Type: {NDJSON}\r\nContent-Length: 10000000\r\n\r\n")
+                                 .encode(), stop.is_set))
 
 
 def _steady_ingest(url: str, token: str, seconds: float, source: str = "steady") -> list[tuple[int, float]]:
