@@ -27,9 +27,9 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ...alert_notifications import ALERTS_PATH, NotificationError, parse
+from ..request_body import BodyRefused, read_body
 from ..shippers.dispatch import INGEST, json_shape, wrong_endpoint
 
-MAX_BODY = 1024 * 1024
 _INCIDENT_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
@@ -75,16 +75,10 @@ class AlertRoutes:
         service, refused = self._guard(request)
         if refused is not None:
             return refused
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-            return _error(413, f"body of {declared} bytes exceeds {MAX_BODY} (a notification is a few KiB)")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY:
-                return _error(413, f"body exceeds {MAX_BODY} bytes (a notification is a few KiB)")
-            chunks.append(chunk)
-        body = b"".join(chunks)
+        try:  # within max_query_body_size (1 MiB; a notification is a few KiB) and body_timeout
+            body = await read_body(request)
+        except BodyRefused as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status, headers={"Connection": "close"})
         try:
             notification = parse(body)
         except NotificationError as exc:
