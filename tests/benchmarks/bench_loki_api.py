@@ -37,7 +37,7 @@ import httpx  # noqa: E402
 from ranklog.archive.loki import evaluate  # noqa: E402
 from ranklog.query import engine  # noqa: E402
 from ranklog.query.logql import parse  # noqa: E402
-from ranklog.query.logql_spec import to_spec  # noqa: E402
+from ranklog.query.logql.spec import to_spec  # noqa: E402
 from ranklog.query.sources import open_source  # noqa: E402
 from tests.benchmarks.bench_query import DAY_NS, REGEX, START_NS, _iso, _pick_trace, build_corpus, median_time  # noqa: E402
 from tests.helpers.query_server import running_query_server  # noqa: E402

@@ -59,7 +59,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def _selector(text: str):
     from ranklog.errors import UserError
-    from ranklog.query.logql import STREAM_LABELS, LogQLError, LogSelector, parse
+    from ranklog.query.logql import LogQLError, LogSelector, parse
+    from ranklog.query.logql.labels import SELECTOR_LABELS
 
     try:
         query = parse(text)
@@ -68,10 +69,10 @@ def _selector(text: str):
     if not isinstance(query, LogSelector):
         raise UserError(f"LOGQL {text!r} is a metric query; ranklog query takes a log query such as "
                         '\'{rank="2"} |= "NCCL"\' (metric queries: Grafana, or ranklog stats)')
-    unknown = sorted({name for name, _, _ in query.matchers if name not in STREAM_LABELS})
+    unknown = sorted({name for name, _, _ in query.matchers if name not in SELECTOR_LABELS})
     if unknown:
         raise UserError(f"LOGQL {text!r}: no record has the label(s) {', '.join(unknown)} "
-                        f"(labels: {', '.join(STREAM_LABELS)})")
+                        f"(labels: {', '.join(SELECTOR_LABELS)})")
     return query
 
 
@@ -91,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     from ranklog.errors import UserError
     from ranklog.query import engine
     from ranklog.query.filter_flags import spec_from_args, split_list
-    from ranklog.query.logql_spec import with_selector
+    from ranklog.query.logql.spec import with_selector
     from ranklog.query.nothing_found import explain
     from ranklog.query.outputs import RAW_COLUMNS, TABLE_COLUMNS, TABLE_MAX_ROWS, export, format_for_path
     from ranklog.query.times import zone

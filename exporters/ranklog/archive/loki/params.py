@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ...errors import UserError
 from ...query.filter_flags import parse_time
-from ...query.logql import parse_duration_ns
+from ...query.logql.parser import parse_duration_ns
 
 DEFAULT_LIMIT = 100
 MAX_ENTRIES = 5000  # Loki's max_entries_limit_per_query default
@@ -96,3 +96,15 @@ def step_param(params: Mapping[str, str], start: int, end: int) -> int:
         raise BadParameter(f"exceeded maximum resolution of {MAX_POINTS} points per timeseries. "
                            "Try increasing the value of the step parameter")
     return step
+
+
+def count_param(params: Mapping[str, str], names: tuple[str, ...], default: int, maximum: int) -> int:
+    """A positive count under any of `names` (aliases), at most `maximum`."""
+    for name in names:
+        text = (params.get(name) or "").strip()
+        if not text:
+            continue
+        if not re.fullmatch(r"\d{1,12}", text) or int(text) <= 0:
+            raise BadParameter(f'invalid parameter "{name}": {text!r} is not a positive integer')
+        return min(int(text), maximum)
+    return default
