@@ -41,7 +41,7 @@ DERIVED_COLUMNS = {"service_name": "job", "detected_level": "level"}
 # More matchers than this in one query is abuse, not a selection (issue 40: 5,000 of them took 41 s).
 MAX_LABEL_MATCHERS = 256
 LINE_FILTER_OPS = ("|=", "!=", "|~", "!~")
-_INT_COLUMNS = ("rank", "local_rank")
+_INT_COLUMNS = {"rank": 31, "local_rank": 31, "pid": 31, "step": 63}  # integer columns matched by their decimal text
 
 
 def _isin_or_glob(name: str, values: tuple[str, ...]) -> ds.Expression:
@@ -183,8 +183,9 @@ def matcher_expression(name: str, op: str, value: str) -> ds.Expression:
         equal = field.is_null() if name in _INT_COLUMNS else field.is_null() | (field == pa.scalar("", pa.string()))
     elif name in _INT_COLUMNS:
         # the label value is the decimal text: "01" or "1.0" is not rank 1
-        valid = re.fullmatch(r"-?[1-9]\d{0,9}|0", value) is not None and -(1 << 31) <= int(value) < (1 << 31)
-        equal = field == pa.scalar(int(value), pa.int32()) if valid else ds.scalar(False)
+        bits = _INT_COLUMNS[name]
+        valid = re.fullmatch(r"-?[1-9]\d{0,18}|0", value) is not None and -(1 << bits) <= int(value) < (1 << bits)
+        equal = field == pa.scalar(int(value), pa.int32() if bits == 31 else pa.int64()) if valid else ds.scalar(False)
     else:
         equal = field == pa.scalar(value.upper() if name == "level" else value, pa.string())
     if op == "=":

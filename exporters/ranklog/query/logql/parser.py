@@ -37,6 +37,7 @@ __all__ = ["MAX_MATCHERS", "LogQLError", "parse", "parse_duration_ns", "parse_se
 MAX_MATCHERS = 256
 MAX_STAGES = 256
 MAX_DEPTH = 64
+MAX_RANGE_NS = 10**18  # 31 years: a window's arithmetic stays inside int64
 RANGE_FUNCTIONS = ("count_over_time", "rate", "bytes_over_time", "bytes_rate", "absent_over_time")
 UNWRAP_FUNCTIONS = ("sum_over_time", "avg_over_time", "min_over_time", "max_over_time", "stdvar_over_time",
                     "stddev_over_time", "quantile_over_time", "first_over_time", "last_over_time")
@@ -500,8 +501,8 @@ class _Parser:
             range_ns = parse_duration_ns(duration[1][1:-1].strip())
         except ValueError:
             raise tokens.error(f"syntax error: bad range {duration[1]}", duration[2]) from None
-        if range_ns <= 0:
-            raise tokens.error("syntax error: the range must be positive", duration[2])
+        if not 0 < range_ns <= MAX_RANGE_NS:
+            raise tokens.error("syntax error: the range must be positive and at most 31 years", duration[2])
         offset_ns = 0
         if tokens.accept("ident", "offset"):
             offset_at = tokens.peek()[2]
@@ -510,6 +511,8 @@ class _Parser:
                 offset_ns = parse_duration_ns(text)
             except ValueError:
                 raise tokens.error(f"syntax error: bad offset {text}", offset_at) from None
+            if offset_ns > MAX_RANGE_NS:
+                raise tokens.error("syntax error: the offset must be at most 31 years", offset_at)
         if stages or unwrap is None:  # Loki also allows the pipeline after the range
             more, late_unwrap = self.pipeline(unwrap_allowed=unwrap is None)
             stages = (*stages, *more)

@@ -6,7 +6,7 @@ and severe-rows indexes all apply): the stream matchers; the line filters that s
 expression, pattern filters by their literals (a necessary condition, tested exactly afterwards);
 and label filters on labels backed by a column (``step > 25``, ``logger="x"``,
 ``detected_level=~"error|warn"``) as an Arrow filter on each batch (:attr:`Plan.batch_filter`),
-unless a ``label_format``/``drop``/``keep`` before them may have changed those labels. The rest of
+unless a parser, ``label_format``, ``drop`` or ``keep`` before them may have changed those labels. The rest of
 the pipeline (:attr:`Plan.stages`) runs per entry (the archive's Loki API). Shared by the Loki API
 and ``ranklog query LOGQL`` (:func:`with_selector`), so both select the same records the same way.
 """
@@ -124,7 +124,9 @@ def plan(selector: s.LogSelector, start_ns: int, end_ns: int, **extra: Any) -> P
                 filter_names.update(_DERIVED.get(name, name) for name in label_names(stage.expr))
                 continue
         line_original = line_original and not isinstance(stage, LINE_CHANGING)
-        labels_original = labels_original and not isinstance(stage, LABEL_CHANGING)
+        # a parser may add a label a column leaves null (| json on a line with "step", a record without):
+        # from then on a filter must see the entry's labels, not the column
+        labels_original = labels_original and not isinstance(stage, (*LABEL_CHANGING, *s.PARSER_STAGES))
         rest.append(stage)
     contains = regex = None
     others: list[tuple[str, str]] = []
