@@ -1,22 +1,25 @@
-"""Volume index: per day, the entries and line bytes of every stream in each 5-minute bucket, so
+"""Volume index: per day, the entries and line bytes of every stream per hour and for the whole day, so
 "how much did each job log over 30 days" (Loki's ``index/volume``, Logs Drilldown's landing page)
 reads 30 small files instead of the archive.
 
 Layout: ``<root>/_ranklog_index/volume/date=YYYY-MM-DD.rlindex`` (storage, coverage and refresh are
 :mod:`.day_index`'s: files the index does not cover are aggregated directly, so an answer is always
-complete). Columns: ``bucket`` (bucket start, int64 ns), the stream columns (``job``, ``host``,
-``rank``, ``level``, ``format``), ``entries`` and ``bytes`` (of the Loki line: msg, plus a newline
-and exc when there is one — what ``bytes_over_time`` counts).
+complete). Columns: ``bucket`` (start, int64 ns), ``span`` (:data:`HOUR_NS` or :data:`DAY_NS`: one
+row per stream and hour, and one per stream for the day), the stream columns (``job``, ``host``,
+``rank``, ``level``, ``format``), ``entries`` and ``bytes`` (of the Loki line: msg, plus a newline and
+exc when there is one — what ``bytes_over_time`` counts).
 
-A time range that does not start or end on a bucket boundary takes its partial first and last
-buckets from the data files (at most 5 minutes each), so counts are exact.
+:func:`volumes` cuts a time range into whole days (their day rows), whole hours (hour rows) and the
+partial hours at either end (aggregated from the data), so counts are exact and 30 days cost 30 day
+rows per stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
+from ..archive_layout import DAY_NS, HOUR_NS
 from . import budget
 from .day_index import DayIndex, relative
 
@@ -26,9 +29,9 @@ if TYPE_CHECKING:
 
     from .sources import ArchiveSource, DataFile
 
-BUCKET_NS = 300 * 10**9
 STREAM_COLUMNS = ("job", "host", "rank", "level", "format")
 _ROW_GROUP = 65_536
+Scan = Callable[[int, int], "pa.Table"]
 
 
 def line_bytes(table: pa.Table | pa.RecordBatch) -> pa.Array:
@@ -41,105 +44,116 @@ def line_bytes(table: pa.Table | pa.RecordBatch) -> pa.Array:
     return pc.add(size, pc.coalesce(exc, 0)).cast(pa.int64())
 
 
-def aggregate(table: pa.Table) -> pa.Table:
-    """Rows with ts, the stream columns, msg and exc → (bucket, streams…, entries, bytes)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ..record import ts_ns
-
-    buckets = ts_ns(table.column("ts")) // BUCKET_NS * BUCKET_NS
-    keyed = pa.table({"bucket": pa.array(buckets, pa.int64()),
-                      **{name: table.column(name) for name in STREAM_COLUMNS},
-                      "__bytes": line_bytes(table)})
-    grouped = keyed.group_by(["bucket", *STREAM_COLUMNS], use_threads=False).aggregate(
-        [("__bytes", "count"), ("__bytes", "sum")])
-    return pa.table({"bucket": grouped.column("bucket"), **{name: grouped.column(name) for name in STREAM_COLUMNS},
-                     "entries": pc.cast(grouped.column("__bytes_count"), pa.int64()),
-                     "bytes": pc.cast(grouped.column("__bytes_sum"), pa.int64())})
-
-
 def _schema() -> pa.Schema:
     import pyarrow as pa
 
     from ..record import arrow_schema
 
     record = arrow_schema()
-    return pa.schema([pa.field("bucket", pa.int64()), *(record.field(name).with_nullable(True) for name in STREAM_COLUMNS),
+    return pa.schema([pa.field("bucket", pa.int64()), pa.field("span", pa.int64()),
+                      *(record.field(name).with_nullable(True) for name in STREAM_COLUMNS),
                       pa.field("entries", pa.int64()), pa.field("bytes", pa.int64())])
+
+
+def _grouped(table: pa.Table, buckets: pa.Array, span: int, count: str, size: str) -> pa.Table:
+    import pyarrow as pa
+
+    keyed = pa.table({"bucket": buckets, **{name: table.column(name) for name in STREAM_COLUMNS},
+                      "__entries": table.column(count), "__bytes": table.column(size)})
+    grouped = keyed.group_by(["bucket", *STREAM_COLUMNS], use_threads=False).aggregate(
+        [("__entries", "sum"), ("__bytes", "sum")])
+    return pa.table({"bucket": grouped.column("bucket"), "span": pa.array([span] * grouped.num_rows, pa.int64()),
+                     **{name: grouped.column(name) for name in STREAM_COLUMNS},
+                     "entries": grouped.column("__entries_sum"), "bytes": grouped.column("__bytes_sum")}
+                    ).cast(_schema())
+
+
+def aggregate(table: pa.Table, span: int = HOUR_NS) -> pa.Table:
+    """Rows with ts, the stream columns, msg and exc → (bucket, span, streams…, entries, bytes) per `span`."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ..record import ts_ns
+
+    with_sizes = pa.table({**{name: table.column(name) for name in STREAM_COLUMNS},
+                           "one": pa.array(np.ones(table.num_rows, np.int64)), "size": line_bytes(table)})
+    buckets = pa.array(ts_ns(table.column("ts")) // span * span, pa.int64())
+    return _grouped(with_sizes, buckets, span, "one", "size")
+
+
+def _daily(hourly: pa.Table) -> pa.Table:
+    import pyarrow as pa
+
+    days = pa.array(hourly.column("bucket").to_numpy() // DAY_NS * DAY_NS, pa.int64())
+    return _grouped(hourly, days, DAY_NS, "entries", "bytes")
 
 
 def _build(source: ArchiveSource, files: list[DataFile]) -> pa.Table:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    parts = []
+    hours = []
     for data_file in files:
         table = pq.read_table(data_file.path, columns=["ts", *STREAM_COLUMNS, "msg", "exc"],
                               filesystem=source.filesystem)
         if table.num_rows:
-            parts.append(aggregate(table).cast(_schema()))
-    if not parts:
+            hours.append(aggregate(table))
+    if not hours:
         return _schema().empty_table()
-    merged = pa.concat_tables(parts)
-    # The same (bucket, stream) from several files of the day: add them up.
-    grouped = merged.group_by(["bucket", *STREAM_COLUMNS], use_threads=False).aggregate(
-        [("entries", "sum"), ("bytes", "sum")])
-    out = pa.table({"bucket": grouped.column("bucket"), **{name: grouped.column(name) for name in STREAM_COLUMNS},
-                    "entries": grouped.column("entries_sum"), "bytes": grouped.column("bytes_sum")})
-    return out.cast(_schema()).sort_by([("bucket", "ascending")])
+    merged = pa.concat_tables(hours)
+    hourly = _grouped(merged, merged.column("bucket"), HOUR_NS, "entries", "bytes")  # several files of one hour
+    return pa.concat_tables([_daily(hourly), hourly]).sort_by([("span", "descending"), ("bucket", "ascending")])
 
 
 VOLUME_INDEX = DayIndex("volume", _build, _ROW_GROUP)
 
 
-def _bucketed(source: ArchiveSource, files: list[DataFile], start_ns: int, end_ns: int,
-              expression: ds.Expression | None) -> Iterator[pa.Table]:
-    """Index rows for whole buckets inside [start_ns, end_ns) of `files`' days (uncovered files read directly)."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
+def _index_rows(source: ArchiveSource, day_files: list[DataFile], date: str, wanted: ds.Expression) -> Iterator[pa.Table]:
+    """The index rows of one day that `wanted` selects, and the same rows computed from files it does not cover."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    manifest, path, table = VOLUME_INDEX.fresh(source, date, day_files)
+    if path is not None:
+        yield pq.read_table(path, filesystem=source.filesystem, filters=wanted, schema=_schema())
+    elif table is not None:
+        yield table.filter(wanted)
+    for data_file in day_files:
+        if manifest.get(relative(source, data_file.path)) != data_file.size:
+            raw = pq.read_table(data_file.path, columns=["ts", *STREAM_COLUMNS, "msg", "exc"],
+                                filesystem=source.filesystem)
+            hourly = aggregate(raw)
+            yield pa.concat_tables([_daily(hourly), hourly]).filter(wanted)
+
+
+def volumes(source: ArchiveSource, start_ns: int, end_ns: int, expression: ds.Expression | None, scan: Scan,
+            by_day: bool = True) -> pa.Table:
+    """(bucket, span, stream columns, entries, bytes) of the records in [start_ns, end_ns) that `expression`
+    (over the stream columns) selects: day rows for the whole days, hour rows for the whole hours of the
+    other days (of every day without `by_day`: a volume over time), and ``scan(start, end)`` (matching
+    rows: ts, streams, msg, exc) for the partial hours."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    first_hour = -(-start_ns // HOUR_NS) * HOUR_NS
+    last_hour = end_ns // HOUR_NS * HOUR_NS
+    parts: list[pa.Table] = []
+    if first_hour >= last_hour:  # no whole hour: scan it all
+        return aggregate(scan(start_ns, end_ns))
+    for low, high in ((start_ns, first_hour), (last_hour, end_ns)):
+        if high > low:
+            parts.append(aggregate(scan(low, high)))
     by_date: dict[str, list[DataFile]] = {}
-    for data_file in files:
+    for data_file in source.list_files(first_hour, last_hour):
         by_date.setdefault(data_file.date, []).append(data_file)
-    window = (ds.field("bucket") >= start_ns) & (ds.field("bucket") < end_ns)
-    wanted = window if expression is None else window & expression
     for date, day_files in by_date.items():
         budget.check()
-        manifest, path, table = VOLUME_INDEX.fresh(source, date, day_files)
-        covered = {relative(source, f.path) for f in day_files if manifest.get(relative(source, f.path)) == f.size}
-        if path is not None:
-            yield pq.read_table(path, filesystem=source.filesystem, filters=wanted)
-        elif table is not None:
-            yield table.filter(wanted)
-        for data_file in day_files:
-            if relative(source, data_file.path) not in covered:
-                raw = pq.read_table(data_file.path, columns=["ts", *STREAM_COLUMNS, "msg", "exc"],
-                                    filesystem=source.filesystem)
-                rows = aggregate(raw).cast(_schema())
-                yield rows.filter(pc.and_kleene(pc.greater_equal(rows["bucket"], start_ns),
-                                                pc.less(rows["bucket"], end_ns)))
-
-
-def volumes(source: ArchiveSource, start_ns: int, end_ns: int, expression: ds.Expression | None,
-            scan: Any) -> pa.Table:
-    """(bucket, stream columns, entries, bytes) of the records in [start_ns, end_ns) that `expression`
-    (over the stream columns) selects. Whole buckets come from the index; the partial buckets at
-    either end from ``scan(start, end)``, a function returning matching rows (ts, streams, msg, exc)."""
-    import pyarrow as pa
-
-    first_whole = -(-start_ns // BUCKET_NS) * BUCKET_NS
-    last_whole = end_ns // BUCKET_NS * BUCKET_NS
-    parts: list[pa.Table] = []
-    if first_whole >= last_whole:  # no whole bucket: scan it all
-        parts.append(aggregate(scan(start_ns, end_ns)).cast(_schema()))
-    else:
-        files = source.list_files(first_whole, last_whole)
-        parts += list(_bucketed(source, files, first_whole, last_whole, expression))
-        for low, high in ((start_ns, first_whole), (last_whole, end_ns)):
-            if high > low:
-                parts.append(aggregate(scan(low, high)).cast(_schema()))
+        day_start = day_files[0].start_ns - day_files[0].hour * HOUR_NS
+        if by_day and first_hour <= day_start and day_start + DAY_NS <= last_hour:
+            window = (ds.field("span") == DAY_NS) & (ds.field("bucket") == day_start)
+        else:
+            window = (ds.field("span") == HOUR_NS) & (ds.field("bucket") >= max(first_hour, day_start)) & \
+                (ds.field("bucket") < min(last_hour, day_start + DAY_NS))
+        parts += list(_index_rows(source, day_files, date, window if expression is None else window & expression))
     parts = [part for part in parts if part.num_rows]
     return pa.concat_tables(parts) if parts else _schema().empty_table()
-

@@ -29,6 +29,7 @@ from ...query.logql.labels import (
     ERROR_LABEL,
     STREAM_COLUMNS,
     STREAM_LABELS,
+    UNKNOWN_SERVICE,
     stream_of,
 )
 from ...query.logql.syntax import LogSelector
@@ -61,7 +62,7 @@ def _indexable(selector: LogSelector) -> bool:
     return not selector.stages and all(name in names for name, _, _ in selector.matchers)
 
 
-def volume_table(source: Any, selector: LogSelector, start_ns: int, end_ns: int) -> pa.Table:
+def volume_table(source: Any, selector: LogSelector, start_ns: int, end_ns: int, by_day: bool = True) -> pa.Table:
     """(bucket, stream columns, entries, bytes) of the selected records."""
     import pyarrow as pa
 
@@ -77,27 +78,44 @@ def volume_table(source: Any, selector: LogSelector, start_ns: int, end_ns: int)
     if selector.never:
         return volume_index.aggregate(scan(start_ns, start_ns + 1)).slice(0, 0)
     if _indexable(selector) and getattr(source, "kind", "") == "archive":
-        return volume_index.volumes(source, start_ns, end_ns, _index_expression(selector), scan)
+        return volume_index.volumes(source, start_ns, end_ns, _index_expression(selector), scan, by_day)
     return volume_index.aggregate(scan(start_ns, end_ns))
 
 
 def volume_series(table: pa.Table, target: list[str], by_labels: bool) -> dict[Labels, dict[int, int]]:
     """Bytes per (series labels) and bucket: series of the `target` labels' values, or with
     `by_labels` one series per label name (value "")."""
-    columns = {name: table.column(name).to_pylist() for name in (*STREAM_COLUMNS, "bucket", "bytes")}
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = {name: pc.cast(table.column(name), pa.string()) for name in STREAM_COLUMNS}
+    columns["service_name"] = pc.coalesce(table.column("job"), pa.scalar(UNKNOWN_SERVICE))
+    names = [name for name in sorted(dict.fromkeys(target)) if name in columns]
     out: dict[Labels, dict[int, int]] = {}
-    for row in range(table.num_rows):
-        labels = stream_of(*(columns[name][row] for name in STREAM_COLUMNS))
-        if by_labels:
-            keys = [((name, ""),) for name in target if name in labels]
-        else:
-            key = tuple((name, labels[name]) for name in sorted(target) if name in labels)
-            keys = [key] if key else []
-        for key in keys:
+    if by_labels:
+        for name in names:
+            present = table.filter(pc.is_valid(columns[name]))
+            if present.num_rows:
+                out[((name, ""),)] = _per_bucket(present.column("bucket"), present.column("bytes"))
+        return out
+    if not names:
+        return out
+    keyed = pa.table({**{name: columns[name] for name in names}, "bucket": table.column("bucket"),
+                      "bytes": table.column("bytes")})
+    grouped = keyed.group_by([*names, "bucket"], use_threads=False).aggregate([("bytes", "sum")])
+    for row in grouped.to_pylist():
+        key = tuple((name, row[name]) for name in names if row[name] is not None)
+        if key:
             buckets = out.setdefault(key, {})
-            bucket = columns["bucket"][row]
-            buckets[bucket] = buckets.get(bucket, 0) + columns["bytes"][row]
+            buckets[row["bucket"]] = buckets.get(row["bucket"], 0) + row["bytes_sum"]
     return out
+
+
+def _per_bucket(buckets: pa.ChunkedArray, sizes: pa.ChunkedArray) -> dict[int, int]:
+    import pyarrow as pa
+
+    grouped = pa.table({"bucket": buckets, "bytes": sizes}).group_by(["bucket"]).aggregate([("bytes", "sum")])
+    return dict(zip(grouped.column("bucket").to_pylist(), grouped.column("bytes_sum").to_pylist(), strict=True))
 
 
 def target_labels(selector: LogSelector, given: str | None) -> list[str]:

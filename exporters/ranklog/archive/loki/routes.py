@@ -329,7 +329,7 @@ class LokiAPI:
 
         selector, start, end = _volume_selection(params)
         step = step_param(params, start, end)
-        table = drilldown.volume_table(source, selector, start, end)
+        table = drilldown.volume_table(source, selector, start, end, by_day=False)
         target = drilldown.target_labels(selector, params.get("targetLabels"))
         series = drilldown.volume_series(table, target, params.get("aggregateBy") == "labels")
         limit = count_param(params, ("limit",), 100, 1 << 20)
