@@ -6,8 +6,10 @@ Layout: ``<root>/_ranklog_index/volume/date=YYYY-MM-DD.rlindex`` (storage, cover
 :mod:`.day_index`'s: files the index does not cover are aggregated directly, so an answer is always
 complete). Columns: ``bucket`` (start, int64 ns), ``span`` (:data:`HOUR_NS` or :data:`DAY_NS`: one
 row per stream and hour, and one per stream for the day), the stream columns (``job``, ``host``,
-``rank``, ``level``, ``format``), ``entries`` and ``bytes`` (of the Loki line: msg, plus a newline and
-exc when there is one — what ``bytes_over_time`` counts).
+``rank``, ``level``, ``format``) and the rest of a record's writer identity (``source_id``, ``pid``,
+``local_rank``, ``role``: the key the read-side identity join fills rank, role, pid and host by, so
+the rows can be joined like records), ``entries`` and ``bytes`` (of the Loki line: msg, plus a
+newline and exc when there is one — what ``bytes_over_time`` counts).
 
 :func:`volumes` cuts a time range into whole days (their day rows), whole hours (hour rows) and the
 partial hours at either end (aggregated from the data), so counts are exact and 30 days cost 30 day
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from .sources import ArchiveSource, DataFile
 
 STREAM_COLUMNS = ("job", "host", "rank", "level", "format")
+KEY_COLUMNS = (*STREAM_COLUMNS, "source_id", "pid", "local_rank", "role")
 _ROW_GROUP = 65_536
 Scan = Callable[[int, int], "pa.Table"]
 
@@ -51,31 +54,31 @@ def _schema() -> pa.Schema:
 
     record = arrow_schema()
     return pa.schema([pa.field("bucket", pa.int64()), pa.field("span", pa.int64()),
-                      *(record.field(name).with_nullable(True) for name in STREAM_COLUMNS),
+                      *(record.field(name).with_nullable(True) for name in KEY_COLUMNS),
                       pa.field("entries", pa.int64()), pa.field("bytes", pa.int64())])
 
 
 def _grouped(table: pa.Table, buckets: pa.Array, span: int, count: str, size: str) -> pa.Table:
     import pyarrow as pa
 
-    keyed = pa.table({"bucket": buckets, **{name: table.column(name) for name in STREAM_COLUMNS},
+    keyed = pa.table({"bucket": buckets, **{name: table.column(name) for name in KEY_COLUMNS},
                       "__entries": table.column(count), "__bytes": table.column(size)})
-    grouped = keyed.group_by(["bucket", *STREAM_COLUMNS], use_threads=False).aggregate(
+    grouped = keyed.group_by(["bucket", *KEY_COLUMNS], use_threads=False).aggregate(
         [("__entries", "sum"), ("__bytes", "sum")])
     return pa.table({"bucket": grouped.column("bucket"), "span": pa.array([span] * grouped.num_rows, pa.int64()),
-                     **{name: grouped.column(name) for name in STREAM_COLUMNS},
+                     **{name: grouped.column(name) for name in KEY_COLUMNS},
                      "entries": grouped.column("__entries_sum"), "bytes": grouped.column("__bytes_sum")}
                     ).cast(_schema())
 
 
 def aggregate(table: pa.Table, span: int = HOUR_NS) -> pa.Table:
-    """Rows with ts, the stream columns, msg and exc → (bucket, span, streams…, entries, bytes) per `span`."""
+    """Rows with ts, the key columns, msg and exc → (bucket, span, keys…, entries, bytes) per `span`."""
     import numpy as np
     import pyarrow as pa
 
     from ..record import ts_ns
 
-    with_sizes = pa.table({**{name: table.column(name) for name in STREAM_COLUMNS},
+    with_sizes = pa.table({**{name: table.column(name) for name in KEY_COLUMNS},
                            "one": pa.array(np.ones(table.num_rows, np.int64)), "size": line_bytes(table)})
     buckets = pa.array(ts_ns(table.column("ts")) // span * span, pa.int64())
     return _grouped(with_sizes, buckets, span, "one", "size")
@@ -94,7 +97,7 @@ def _build(source: ArchiveSource, files: list[DataFile]) -> pa.Table:
 
     hours = []
     for data_file in files:
-        table = pq.read_table(data_file.path, columns=["ts", *STREAM_COLUMNS, "msg", "exc"],
+        table = pq.read_table(data_file.path, columns=["ts", *KEY_COLUMNS, "msg", "exc"],
                               filesystem=source.filesystem)
         if table.num_rows:
             hours.append(aggregate(table))
@@ -114,13 +117,15 @@ def _index_rows(source: ArchiveSource, day_files: list[DataFile], date: str, wan
     import pyarrow.parquet as pq
 
     manifest, path, table = VOLUME_INDEX.fresh(source, date, day_files)
+    if path is not None and pq.read_schema(path, filesystem=source.filesystem).names != _schema().names:
+        manifest, path, table = VOLUME_INDEX.rebuilt(source, date, day_files)  # another version's index
     if path is not None:
         yield pq.read_table(path, filesystem=source.filesystem, filters=wanted, schema=_schema())
     elif table is not None:
         yield table.filter(wanted)
     for data_file in day_files:
         if manifest.get(relative(source, data_file.path)) != data_file.size:
-            raw = pq.read_table(data_file.path, columns=["ts", *STREAM_COLUMNS, "msg", "exc"],
+            raw = pq.read_table(data_file.path, columns=["ts", *KEY_COLUMNS, "msg", "exc"],
                                 filesystem=source.filesystem)
             hourly = aggregate(raw)
             yield pa.concat_tables([_daily(hourly), hourly]).filter(wanted)
@@ -131,7 +136,7 @@ def volumes(source: ArchiveSource, start_ns: int, end_ns: int, expression: ds.Ex
     """(bucket, span, stream columns, entries, bytes) of the records in [start_ns, end_ns) that `expression`
     (over the stream columns) selects: day rows for the whole days, hour rows for the whole hours of the
     other days (of every day without `by_day`: a volume over time), and ``scan(start, end)`` (matching
-    rows: ts, streams, msg, exc) for the partial hours."""
+    rows: ts, the key columns, msg, exc) for the partial hours."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 

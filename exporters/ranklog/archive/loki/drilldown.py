@@ -68,12 +68,13 @@ def volume_table(source: Any, selector: LogSelector, start_ns: int, end_ns: int,
 
     def scan(low: int, high: int) -> pa.Table:
         plan = entries.plan(selector, low, high)
-        batches = list(entries.batches(source, plan, ["ts", *STREAM_COLUMNS, "msg", "exc"]))
+        columns = ["ts", *volume_index.KEY_COLUMNS, "msg", "exc"]
+        batches = list(entries.batches(source, plan, columns))
         if batches:
             return pa.Table.from_batches(batches)
         from ...record import arrow_schema
 
-        return pa.schema([arrow_schema().field(n) for n in ("ts", *STREAM_COLUMNS, "msg", "exc")]).empty_table()
+        return pa.schema([arrow_schema().field(n) for n in columns]).empty_table()
 
     if selector.never:
         return volume_index.aggregate(scan(start_ns, start_ns + 1)).slice(0, 0)
