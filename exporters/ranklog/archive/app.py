@@ -209,7 +209,8 @@ def routes(config: ArchiveConfig | None = None) -> list[Route]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         # (a bound method: Starlette treats a callable object as a raw ASGI app, a method as a handler)
-        Route("/v1/query", QueryEndpoint(_archive_root, authorize, QueryLimits(budget=limits)).handle,
+        Route("/v1/query", QueryEndpoint(_archive_root, authorize,
+                                         QueryLimits(budget=config.query.budget_limits(export=True))).handle,
               methods=["GET", "POST"]),
         Route("/v1/tail", TailEndpoint(_archive_root, authorize).handle, methods=["POST"]),
         *LokiAPI(_archive_root, authorize, loki).routes(),

@@ -93,7 +93,9 @@ class QueryConfig:
     """What one read query may cost (the Loki API and /v1/query; ranklog.query.budget)."""
 
     timeout: float = field(default=60.0, metadata={
-        "unit": "duration", "help": "a query still running after this is stopped (Loki API 504)"})
+        "unit": "duration", "help": "a Loki API query still running after this is stopped (504)"})
+    export_timeout: float = field(default=600.0, metadata={
+        "unit": "duration", "help": "a /v1/query answer (ranklog query --archive URL) still streaming after this ends"})
     memory: int = field(default=256 * 1024**2, metadata={
         "unit": "size", "help": "memory one query may hold (sorted hours, lines, series); past it 400"})
     max_series: int = field(default=500, metadata={"help": "series in one metric answer (Loki's max_query_series)"})
@@ -101,10 +103,11 @@ class QueryConfig:
     process_memory: int = field(default=1024**3, metadata={
         "unit": "size", "help": "queries stop when Arrow memory of the whole process passes this"})
 
-    def budget_limits(self):
+    def budget_limits(self, export: bool = False):
         from ..query.budget import BudgetLimits
 
-        return BudgetLimits(self.timeout, self.memory, self.max_series, self.process_memory)
+        return BudgetLimits(self.export_timeout if export else self.timeout, self.memory, self.max_series,
+                            self.process_memory)
 
 
 @dataclass
@@ -190,9 +193,10 @@ class ArchiveConfig:
         for name in ("flush_interval", "snapshot_interval", "compaction_interval", "body_timeout", "header_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: must be positive")
-        if self.query.timeout <= 0 or self.query.memory <= 0 or self.query.max_series <= 0 \
-                or self.query.max_concurrent <= 0:
-            raise ValueError("query.timeout, query.memory, query.max_series, query.max_concurrent: must be positive")
+        if min(self.query.timeout, self.query.export_timeout, self.query.memory, self.query.max_series,
+               self.query.max_concurrent, self.query.process_memory) <= 0:
+            raise ValueError("query.timeout, query.export_timeout, query.memory, query.max_series, "
+                             "query.max_concurrent, query.process_memory: must be positive")
         if self.max_header_size < 1024:
             raise ValueError(f"max_header_size: {self.max_header_size} is below 1 KiB (no client's headers fit)")
 

@@ -62,6 +62,18 @@ def select_entries(source: Any, selector: LogSelector, start_ns: int, end_ns: in
     return found
 
 
+def count_entries(source: Any, selector: LogSelector, start_ns: int, end_ns: int) -> int:
+    """How many entries pass the whole pipeline (from Parquet statistics when the scan decides alone)."""
+    from ...query import engine
+
+    if selector.never:
+        return 0
+    query_plan = entries.plan(selector, start_ns, end_ns)
+    if not query_plan.stages and query_plan.batch_filter is None:
+        return engine.count(source, query_plan.spec)
+    return sum(1 for _ in entries.entries(source, query_plan, LINE_COLUMNS))
+
+
 def streams_of(found: list[Entry], categorize: bool) -> list[dict[str, Any]]:
     """Entries grouped into Loki streams (see the module docstring), streams in label order."""
     grouped: dict[Labels, list[list[Any]]] = {}

@@ -308,8 +308,7 @@ class LokiAPI:
         spec = evaluate.to_spec(selector, start, end)
         files = engine.select_files(source, spec)
         streams = evaluate.distinct_label_sets(source, selector, start, end)
-        entries = engine.count(source, spec) if not selector.stages else len(
-            evaluate.select_entries(source, selector, start, end, 1 << 62, True))
+        entries = evaluate.count_entries(source, selector, start, end)
         return JSONResponse({"streams": len(streams), "chunks": len(files), "entries": entries,
                              "bytes": sum(f.size for f in files)})
 
