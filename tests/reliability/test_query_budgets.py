@@ -132,6 +132,19 @@ class SteadyIngest:
                 "worst": seconds[-1] if seconds else float("inf")}
 
 
+class Load:
+    """A running archive with its RSS watch and steady ingest; :meth:`finish` stops both and reports."""
+
+    def __init__(self, archive, auth: dict[str, str], watch: RssWatch, steady: SteadyIngest) -> None:
+        self.archive, self.auth, self.watch, self.steady = archive, auth, watch, steady
+
+    def finish(self) -> tuple[dict[str, float], int, bool]:
+        """(steady ingest figures, peak RSS, whether the watch killed the server)."""
+        ingest = self.steady.stop()
+        self.watch.stop()
+        return ingest, self.watch.peak, self.watch.killed
+
+
 @contextmanager
 def archive_under_load(root: Path, tmp_path: Path, job: str):
     reader, writer = secrets.token_hex(16), secrets.token_hex(16)
@@ -144,7 +157,7 @@ def archive_under_load(root: Path, tmp_path: Path, job: str):
         watch = RssWatch(archive.proc.pid)
         steady = SteadyIngest(archive.url, writer, job)
         try:
-            yield archive, {"Authorization": f"Bearer {reader}"}, watch, steady
+            yield Load(archive, {"Authorization": f"Bearer {reader}"}, watch, steady)
         finally:
             watch.stop()
             steady.stop()
@@ -168,7 +181,8 @@ def _get(url: str, params: dict, auth: dict) -> tuple[int, str, float]:
 def test_heavy_metric_query_is_bounded(streams_root, tmp_path, record_row):
     query = 'sum by (host) (count_over_time({job="A"}[1h]))'
     params = {"query": query, "start": (NOW_S - 24 * 3600) * 10**9, "end": NOW_S * 10**9, "step": "10s"}
-    with archive_under_load(streams_root, tmp_path, "steady-heavy") as (archive, auth, watch, steady):
+    with archive_under_load(streams_root, tmp_path, "steady-heavy") as load:
+        archive, auth = load.archive, load.auth
         time.sleep(1.0)  # steady ingest under way
         status, text, seconds = _get(archive.url, params, auth)
         # the same scan, aggregated to what a panel can show: allowed, and ingest keeps answering meanwhile
@@ -177,9 +191,7 @@ def test_heavy_metric_query_is_bounded(streams_root, tmp_path, record_row):
                                     "query": 'sum by (host) (count_over_time({job="A", host=~"h00000[0-9]"}[1h]))'},
                       auth)
         time.sleep(1.0)
-        ingest = steady.stop()
-        watch.stop()
-        peak, killed = watch.peak, watch.killed
+        ingest, peak, killed = load.finish()
     archived = steady_archived(streams_root, "steady-heavy")
     record_row(Row(
         "heavy Loki metric query (issue 40.2)",
@@ -214,7 +226,8 @@ def test_abandoned_queries_give_their_slots_back(streams_root, tmp_path, record_
     selectors = [f'{{job="A", host=~"h0{i:02d}.*"}}' for i in range(60)]
     start = (NOW_S - 24 * 3600) * 10**9
     target = "/loki/api/v1/series?" + urlencode([("match[]", s) for s in selectors] + [("start", str(start))])
-    with archive_under_load(streams_root, tmp_path, "steady-abandoned") as (archive, auth, watch, steady):
+    with archive_under_load(streams_root, tmp_path, "steady-abandoned") as load:
+        archive, auth = load.archive, load.auth
         time.sleep(1.0)
         hangers = [threading.Thread(target=_hang_up_after, args=(archive.port, target, auth, 2.0)) for _ in range(4)]
         for thread in hangers:
@@ -233,9 +246,7 @@ def test_abandoned_queries_give_their_slots_back(streams_root, tmp_path, record_
                 answered_after = time.monotonic() - hung_up
                 break
             time.sleep(0.2)
-        ingest = steady.stop()
-        watch.stop()
-        peak, killed = watch.peak, watch.killed
+        ingest, peak, killed = load.finish()
     archived = steady_archived(streams_root, "steady-abandoned")
     record_row(Row(
         "abandoned Loki queries (issue 40.8)",
@@ -257,7 +268,8 @@ def test_abandoned_queries_give_their_slots_back(streams_root, tmp_path, record_
 def test_five_thousand_label_matchers_are_refused_at_once(streams_root, tmp_path, record_row):
     matchers = ", ".join(f'host!="h{i:06d}"' for i in range(5000))
     spec = {"spec": {"label_matchers": [["host", "!=", f"h{i:06d}"] for i in range(5000)]}, "count": True}
-    with archive_under_load(streams_root, tmp_path, "steady-matchers") as (archive, auth, watch, steady):
+    with archive_under_load(streams_root, tmp_path, "steady-matchers") as load:
+        archive, auth = load.archive, load.auth
         timings = {}
         for name, send in (
                 ("Loki query_range", lambda: httpx.post(f"{archive.url}/loki/api/v1/query_range", headers=auth,
@@ -269,8 +281,7 @@ def test_five_thousand_label_matchers_are_refused_at_once(streams_root, tmp_path
                 timings[name] = (answer.status_code, time.monotonic() - started, answer.text[:100])
             except httpx.HTTPError as exc:
                 timings[name] = (0, time.monotonic() - started, type(exc).__name__)
-        ingest = steady.stop()
-        watch.stop()
+        ingest, _, _ = load.finish()
     record_row(Row(
         "5,000 label matchers (issue 40.8)",
         "a Loki query_range with 5,000 host!= matchers, and a /v1/query spec with 5,000 label_matchers",

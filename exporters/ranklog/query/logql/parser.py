@@ -187,18 +187,12 @@ class _Parser:
                         raise tokens.error(f"syntax error: unknown logfmt flag {flag[1]}", flag[2])
                     flags.add(flag[1])
                 return s.LogfmtParser(self.extraction_params(), "--strict" in flags, "--keep-empty" in flags)
-            if name == "regexp":
+            if name in ("regexp", "pattern"):
                 tokens.take()
                 at = tokens.peek()[2]
                 pattern = self.string()
-                _check_named_regex(tokens, pattern, at)
-                return s.RegexpParser(pattern)
-            if name == "pattern":
-                tokens.take()
-                at = tokens.peek()[2]
-                pattern = self.string()
-                _check_pattern(tokens, pattern, at)
-                return s.PatternParser(pattern)
+                (_check_named_regex if name == "regexp" else _check_pattern)(tokens, pattern, at)
+                return s.RegexpParser(pattern) if name == "regexp" else s.PatternParser(pattern)
             if name == "unpack":
                 tokens.take()
                 return s.Unpack()

@@ -23,32 +23,32 @@ for _power, (_si, _iec) in enumerate((("k", "ki"), ("m", "mi"), ("g", "gi"), ("t
 _BYTES = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 
 
-def prometheus_duration_ns(text: str) -> int:
-    """Nanoseconds of a Prometheus duration (``5m``, ``1h30m``, ``250ms``); ValueError otherwise."""
-    position, total = 0, 0
-    for match in _PROM_DURATION.finditer(text):
+def _parts(text: str, pattern: re.Pattern[str]) -> list[tuple[str, str]]:
+    """(number, unit) of each part of a duration written as consecutive `pattern` matches; ValueError else."""
+    position, parts = 0, []
+    for match in pattern.finditer(text):
         if match.start() != position:
             break
-        total += int(match.group(1)) * _PROM_UNITS[match.group(2)]
+        parts.append((match.group(1), match.group(2)))
         position = match.end()
     if position != len(text) or not text:
         raise ValueError(f"not a duration: {text!r}")
-    return total
+    return parts
+
+
+def prometheus_duration_ns(text: str) -> int:
+    """Nanoseconds of a Prometheus duration (``5m``, ``1h30m``, ``250ms``); ValueError otherwise."""
+    return sum(int(number) * _PROM_UNITS[unit] for number, unit in _parts(text, _PROM_DURATION))
 
 
 def _sum_parts(text: str, pattern: re.Pattern[str], units: dict[str, float]) -> float:
     sign, body = (-1.0, text[1:]) if text[:1] == "-" else (1.0, text.removeprefix("+"))
     if body == "0":
         return 0.0
-    position, total = 0, 0.0
-    for match in pattern.finditer(body):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * units[match.group(2)]
-        position = match.end()
-    if position != len(body) or not body:
-        raise ValueError(f"not a duration: {text!r}")
-    return sign * total
+    try:
+        return sign * sum(float(number) * units[unit] for number, unit in _parts(body, pattern))
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r}") from None
 
 
 def go_duration_seconds(text: str) -> float:
