@@ -13,7 +13,7 @@ newline and exc when there is one — what ``bytes_over_time`` counts).
 
 :func:`volumes` cuts a time range into whole days (their day rows), whole hours (hour rows) and the
 partial hours at either end (aggregated from the data), so counts are exact and 30 days cost 30 day
-rows per stream.
+rows per stream; the day rows stay in memory once read (:class:`_DayRows`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 STREAM_COLUMNS = ("job", "host", "rank", "level", "format")
 KEY_COLUMNS = (*STREAM_COLUMNS, "source_id", "pid", "local_rank", "role")
-_ROW_GROUP = 65_536
+# Small row groups: a day's rows come first (sorted by span, then bucket), so reading them skips the
+# hour rows by the groups' statistics (3 ms instead of 40 for a day of 1,500 streams).
+_ROW_GROUP = 4096
 Scan = Callable[[int, int], "pa.Table"]
 
 
@@ -111,32 +113,84 @@ def _build(source: ArchiveSource, files: list[DataFile]) -> pa.Table:
 VOLUME_INDEX = DayIndex("volume", _build, _ROW_GROUP)
 
 
-def _index_rows(source: ArchiveSource, day_files: list[DataFile], date: str, wanted: ds.Expression) -> Iterator[pa.Table]:
-    """The index rows of one day that `wanted` selects, and the same rows computed from files it does not cover."""
+class _DayRows:
+    """The day rows of index files, kept in memory by (path, modification time, size): an index file is
+    replaced, never changed in place, so a kept table is the file's content. Logs Drilldown asks for the
+    same volumes on every page; at most :attr:`MAX_ROWS` rows are kept, the least recently used go."""
+
+    MAX_ROWS = 1_000_000
+
+    def __init__(self) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.tables: OrderedDict[tuple[str, int, int], pa.Table] = OrderedDict()
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def key(source: ArchiveSource, path: str) -> tuple[str, int, int]:
+        info = source.filesystem.get_file_info(path)
+        return (path, info.mtime_ns or 0, info.size or 0)
+
+    def get(self, key: tuple[str, int, int]) -> pa.Table | None:
+        with self.lock:
+            table = self.tables.get(key)
+            if table is not None:
+                self.tables.move_to_end(key)
+            return table
+
+    def read(self, source: ArchiveSource, key: tuple[str, int, int]) -> pa.Table:
+        import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
+
+        table = self.get(key)
+        if table is None:
+            table = pq.read_table(key[0], filesystem=source.filesystem, filters=ds.field("span") == DAY_NS,
+                                  schema=_schema())
+            with self.lock:
+                self.tables[key] = table
+                while sum(kept.num_rows for kept in self.tables.values()) > self.MAX_ROWS and len(self.tables) > 1:
+                    self.tables.popitem(last=False)
+        return table
+
+
+_DAY_ROWS = _DayRows()
+
+
+def _index_rows(source: ArchiveSource, day_files: list[DataFile], date: str, window: ds.Expression,
+                whole_day: bool) -> Iterator[pa.Table]:
+    """The index rows of one day in `window` (its day rows when `whole_day`), and the same rows computed
+    from files the index does not cover."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     manifest, path, table = VOLUME_INDEX.fresh(source, date, day_files)
-    if path is not None and pq.read_schema(path, filesystem=source.filesystem).names != _schema().names:
+    key = _DayRows.key(source, path) if path is not None else None
+    if key is not None and _DAY_ROWS.get(key) is None and \
+            pq.read_schema(key[0], filesystem=source.filesystem).names != _schema().names:
         manifest, path, table = VOLUME_INDEX.rebuilt(source, date, day_files)  # another version's index
-    if path is not None:
-        yield pq.read_table(path, filesystem=source.filesystem, filters=wanted, schema=_schema())
+        key = _DayRows.key(source, path) if path is not None else None
+    if key is not None and whole_day:
+        yield _DAY_ROWS.read(source, key)  # the file's day rows are the window's
+    elif key is not None:
+        yield pq.read_table(key[0], filesystem=source.filesystem, filters=window, schema=_schema())
     elif table is not None:
-        yield table.filter(wanted)
+        yield table.filter(window)
     for data_file in day_files:
         if manifest.get(relative(source, data_file.path)) != data_file.size:
             raw = pq.read_table(data_file.path, columns=["ts", *KEY_COLUMNS, "msg", "exc"],
                                 filesystem=source.filesystem)
             hourly = aggregate(raw)
-            yield pa.concat_tables([_daily(hourly), hourly]).filter(wanted)
+            yield pa.concat_tables([_daily(hourly), hourly]).filter(window)
 
 
 def volumes(source: ArchiveSource, start_ns: int, end_ns: int, expression: ds.Expression | None, scan: Scan,
-            by_day: bool = True) -> pa.Table:
+            step_ns: int | None = None) -> pa.Table:
     """(bucket, span, stream columns, entries, bytes) of the records in [start_ns, end_ns) that `expression`
     (over the stream columns) selects: day rows for the whole days, hour rows for the whole hours of the
-    other days (of every day without `by_day`: a volume over time), and ``scan(start, end)`` (matching
-    rows: ts, the key columns, msg, exc) for the partial hours."""
+    other days, and ``scan(start, end)`` (matching rows: ts, the key columns, msg, exc) for the partial
+    hours. With `step_ns` (a volume over time, cut at multiples of the step since the epoch as Loki
+    cuts it) a whole day is its day row only when the cut does not split it."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
@@ -154,11 +208,16 @@ def volumes(source: ArchiveSource, start_ns: int, end_ns: int, expression: ds.Ex
     for date, day_files in by_date.items():
         budget.check()
         day_start = day_files[0].start_ns - day_files[0].hour * HOUR_NS
-        if by_day and first_hour <= day_start and day_start + DAY_NS <= last_hour:
+        whole = first_hour <= day_start and day_start + DAY_NS <= last_hour and \
+            (step_ns is None or day_start // step_ns == (day_start + DAY_NS - HOUR_NS) // step_ns)
+        if whole:
             window = (ds.field("span") == DAY_NS) & (ds.field("bucket") == day_start)
         else:
             window = (ds.field("span") == HOUR_NS) & (ds.field("bucket") >= max(first_hour, day_start)) & \
                 (ds.field("bucket") < min(last_hour, day_start + DAY_NS))
-        parts += list(_index_rows(source, day_files, date, window if expression is None else window & expression))
+        parts += list(_index_rows(source, day_files, date, window, whole))
     parts = [part for part in parts if part.num_rows]
-    return pa.concat_tables(parts) if parts else _schema().empty_table()
+    if not parts:
+        return _schema().empty_table()
+    rows = pa.concat_tables(parts)
+    return rows if expression is None else rows.filter(expression)  # one filter for every day

@@ -62,8 +62,9 @@ def _indexable(selector: LogSelector) -> bool:
     return not selector.stages and all(name in names for name, _, _ in selector.matchers)
 
 
-def volume_table(source: Any, selector: LogSelector, start_ns: int, end_ns: int, by_day: bool = True) -> pa.Table:
-    """(bucket, stream columns, entries, bytes) of the selected records."""
+def volume_table(source: Any, selector: LogSelector, start_ns: int, end_ns: int, step_ns: int | None = None) -> pa.Table:
+    """(bucket, stream columns, entries, bytes) of the selected records, hour buckets at the finest
+    (`step_ns`: see :func:`ranklog.query.volume_index.volumes`)."""
     import pyarrow as pa
 
     def scan(low: int, high: int) -> pa.Table:
@@ -79,7 +80,7 @@ def volume_table(source: Any, selector: LogSelector, start_ns: int, end_ns: int,
     if selector.never:
         return volume_index.aggregate(scan(start_ns, start_ns + 1)).slice(0, 0)
     if _indexable(selector) and getattr(source, "kind", "") == "archive":
-        return volume_index.volumes(source, start_ns, end_ns, _index_expression(selector), scan, by_day)
+        return volume_index.volumes(source, start_ns, end_ns, _index_expression(selector), scan, step_ns)
     return volume_index.aggregate(scan(start_ns, end_ns))
 
 
