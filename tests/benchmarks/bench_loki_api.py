@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -158,10 +159,12 @@ def drilldown_table(root: Path, days: int, runs: int, host: str, window_start: i
     hour = (window_start, window_start + 3600 * 10**9)
     span = ["--start", _iso(everything[0]), "--end", _iso(everything[1])]
     archive = open_source(archive=str(root))
-    started = time.perf_counter()
+
     def no_partial_hours(low: int, high: int) -> None:
         raise AssertionError("the corpus spans whole days")
 
+    shutil.rmtree(root / "_ranklog_index" / "volume", ignore_errors=True)
+    started = time.perf_counter()
     volume_index.volumes(archive, *everything, None, no_partial_hours)  # the volume index, built cold
     cold = time.perf_counter() - started
     stats_json: dict = {}
