@@ -99,7 +99,10 @@ def main(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     if args.logql:
-        spec = with_selector(spec, _selector(args.logql))
+        try:
+            spec = with_selector(spec, _selector(args.logql))
+        except ValueError as exc:  # a pipeline stage the record scan cannot do: refused, never ignored
+            raise UserError(f"LOGQL {args.logql!r}: {exc}") from None
     tail = _whole_number(args.tail, "--tail")
     if tail is not None and spec.limit is not None:
         raise UserError("give --tail N (the last N) or --limit N (the first N), not both")
