@@ -30,6 +30,7 @@ from ...query.logql.labels import (
     STREAM_COLUMNS,
     STREAM_LABELS,
     UNKNOWN_SERVICE,
+    Labels,
     stream_of,
 )
 from ...query.logql.syntax import LogSelector
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-Labels = tuple[tuple[str, str], ...]
 MAX_PATTERNS = 500
 PATTERN_PREFIX_CHARS = 1000
 DEFAULT_LINE_LIMIT = 1000

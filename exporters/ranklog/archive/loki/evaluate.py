@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...query import budget
-from ...query.logql.labels import ENTRY_COLUMNS, STREAM_COLUMNS, STREAM_LABELS, stream_of
+from ...query.logql.labels import ENTRY_COLUMNS, STREAM_COLUMNS, STREAM_LABELS, Labels, stream_of
 from ...query.logql.syntax import LogSelector
 from . import entries
 
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from .pipeline import Entry
 
 LINE_COLUMNS = list(ENTRY_COLUMNS)
-Labels = tuple[tuple[str, str], ...]
 ENTRY_OVERHEAD_BYTES = 256  # Python objects around an entry's strings, for the memory budget
 to_spec = entries.to_spec
 

@@ -33,6 +33,7 @@ from ...query.logql.labels import (
     METADATA_COLUMNS,
     SERVICE_NAME,
     STREAM_COLUMNS,
+    Labels,
     metadata_of,
     stream_of,
 )
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-Labels = tuple[tuple[str, str], ...]
 ADDITIVE = frozenset({"count_over_time", "rate", "bytes_over_time", "bytes_rate", "sum_over_time"})
 PER_SECOND = frozenset({"rate", "bytes_rate"})
 BY_BYTES = frozenset({"bytes_over_time", "bytes_rate"})

@@ -34,6 +34,8 @@ DETECTED_LEVELS = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR":
 LEVEL_OF_DETECTED = {value: key for key, value in DETECTED_LEVELS.items()}
 ERROR_LABEL = "__error__"
 ERROR_DETAILS_LABEL = "__error_details__"
+# A label set as a dict key: (name, value) pairs in a fixed order.
+Labels = tuple[tuple[str, str], ...]
 # The record columns a line and its labels are built from.
 ENTRY_COLUMNS: tuple[str, ...] = ("ts", "msg", "exc", *STREAM_COLUMNS, *METADATA_COLUMNS, "attrs")
 
