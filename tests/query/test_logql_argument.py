@@ -48,6 +48,7 @@ def test_regex_matchers_several_filters_and_flags_together(where):
     ('{service="x"}', "no record has the label(s) service"),
     ('{rank="2"', "parse error at line 1"),
     ('{rank="2"} |~ "(unclosed"', "invalid regular expression"),
+    ('{rank="2"} | json | step > 3', "need the archive's Loki API"),
 ])
 def test_bad_queries_are_one_clear_line(query, message, everyday_job):
     _, archive, _ = everyday_job

@@ -6,8 +6,10 @@ Hypothesis draws, against a live archive holding records:
   with valid bodies of every shape (OTLP protobuf/JSON, Loki protobuf/JSON, msgpack, JSON arrays,
   Arrow), the same truncated or with flipped bytes, random bytes and random JSON, with and without
   an Idempotency-Key. Every answer must be 2xx or 4xx;
-- read: LogQL built from valid and broken fragments plus random text, with awkward times, limits,
-  steps and directions, on every read endpoint (and label names in the path). 4xx is fine, 5xx a bug.
+- read: LogQL built from valid and broken fragments of the whole grammar (parsers, label filters,
+  formats, unwrap, binary operators, pattern filters) plus random text, with awkward times, limits,
+  steps and directions, on every read endpoint — Logs Drilldown's too — and label/field names in the
+  path, with and without Grafana's categorize-labels flag. 4xx is fine, 5xx a bug.
 """
 
 from __future__ import annotations
@@ -28,16 +30,34 @@ from tests.helpers.shipper_bodies import loki_protobuf, otlp_json, otlp_protobuf
 from tests.reliability.report import Row
 
 INGEST_CASES = 150
-READ_CASES = 150
+READ_CASES = 400
 NOW_NS = time.time_ns()
 ENDPOINTS = ("/v1/ingest", "/v1/logs", "/loki/api/v1/push")
 MEDIA = ("application/json", "application/x-protobuf", "application/msgpack", NDJSON, ARROW, "text/plain")
-READ_PATHS = ("query_range", "query", "labels", "label/rank/values", "label/{random}/values", "series", "index/stats")
+READ_PATHS = ("query_range", "query", "labels", "label/rank/values", "label/{random}/values", "series", "index/stats",
+              "index/volume", "index/volume_range", "patterns", "detected_labels", "detected_fields",
+              "detected_field/{random}/values", "status/buildinfo", "drilldown-limits")
 FRAGMENTS = ('{job="j0"}', '{rank=~"1|2"}', '{host!="h"}', "{", "}", '|= "record"', '!= "x"', '|~ "rec.*"', '!~ "("',
              "| json", "| logfmt", "| line_format", "count_over_time(", "rate(", "bytes_over_time(", "[5m]", "[0s]",
              "[", ")", "(", "sum by (level)", "count without (rank)", "topk(", ",", '"', "`", "or", "1e400", "{}",
-             '{trace_id=""}', '{level="error"}', "sum(", "avg(", "max(")
+             '{trace_id=""}', '{level="error"}', "sum(", "avg(", "max(",
+             '| json a="b.c[0]"', "| logfmt --strict", "| logfmt --keep-empty", '| regexp "(?P<n>\\d+)"', '| regexp "("',
+             '| pattern "<a> <_>"', '| pattern "<a><b>"', '| line_format "{{.a}} {{ __line__ | trunc 3 }}"',
+             '| line_format "{{range .}}"', "| label_format a=b", '| label_format c="{{.rank}}"', "| keep rank",
+             '| drop level, a="x"', "| unwrap", "| unwrap step", "| unwrap duration(a)", "| unwrap bytes(b)",
+             "step > 25", "duration >= 10s", "size < 20MB", "and", "or", "rank=3", "|>", "!>", '"<_> record <_>"',
+             "avg_over_time(", "quantile_over_time(0.9,", "stddev_over_time(", "first_over_time(", "by (rank)",
+             "without (host)", "on(rank)", "ignoring(level)", "group_left", "bool", "vector(1)", "+", "/", "^", "%",
+             "==", "> bool", "label_replace(", '"dst", "$1", "rank", "(.*)")', "offset 1h", "topk(2,", "sort_desc(",
+             "absent_over_time(", "| decolorize", "| unpack", "__error__=\"\"", "detected_level=~\"error|warn\"",
+             '{service_name=~".+"}', "#", "1e309", "-")
 VALID = ('{job="j0"}', '{job=~"j.*", rank!="1"} |= "record" != "x"', '{host="h"} |~ "rec(ord)? [0-9]+" | json',
+         "vector(1)+vector(1)", '{job="j1"} | json | rank > 1 or level="INFO" | line_format "{{.rank}}: {{__line__}}"',
+         'avg_over_time({host="h"} | logfmt | unwrap rank [1m]) by (job)',
+         'sum by (job) (rate({host="h"}[5m])) / ignoring(job) group_left sum(rate({host="h"}[5m]))',
+         '{service_name="j2"} | json | logfmt | drop __error__, __error_details__ | keep job',
+         '{job="j0"} |> "<_> record <_>" | pattern "<w> <n>" | n >= 5 | label_format m="{{.n}}"',
+         'quantile_over_time(0.5, {job="j0"} | regexp "(?P<n>[0-9]+)" | unwrap n | __error__="" [1h]) by (rank)',
          'sum by (rank) (count_over_time({job="j1"}[1m]))', 'rate({host="h"}[5m])', 'count(bytes_over_time({job="j2"}[1h]))',
          'sum(count_over_time({level="unknown"} | logfmt | drop __error__ [30s])) by (job)', '{service_name=""}')
 AWKWARD = ("", "0", "-1", "now", "now-1h", "1h", "2h ago", "1e400", "NaN", "99999999999999999999999",
@@ -91,7 +111,8 @@ def test_shipper_endpoints_and_loki_api_fuzzing(tmp_path, token_file, record_row
     params = st.fixed_dictionaries({"query": logql}, optional={
         name: st.one_of(st.sampled_from(AWKWARD), st.text(max_size=12))
         for name in ("start", "end", "since", "limit", "step", "direction", "time", "interval")})
-    reads = st.tuples(st.sampled_from(READ_PATHS), params, st.text(min_size=1, max_size=12), st.booleans())
+    reads = st.tuples(st.sampled_from(READ_PATHS), params, st.text(min_size=1, max_size=12), st.booleans(),
+                      st.booleans())
     statuses: dict[str, int] = {}
     failures: list[str] = []
     accepted = [0]
@@ -132,13 +153,15 @@ def test_shipper_endpoints_and_loki_api_fuzzing(tmp_path, token_file, record_row
                   suppress_health_check=list(HealthCheck))
         @given(reads)
         def read(request) -> None:
-            path, query, label, post = request
+            path, query, label, post, categorize = request
             url = f"{archive.url}/loki/api/v1/{path.replace('{random}', quote(label, safe=''))}"
+            flags = {"X-Loki-Response-Encoding-Flags": "categorize-labels"} if categorize else {}
             try:
-                if post:
-                    answer = client.post(url, data=query, headers=archive.headers("application/x-www-form-urlencoded"))
+                if post and path not in ("status/buildinfo", "drilldown-limits"):
+                    answer = client.post(url, data=query, headers=archive.headers("application/x-www-form-urlencoded",
+                                                                                  **flags))
                 else:
-                    answer = client.get(url, params=query, headers=archive.headers())
+                    answer = client.get(url, params=query, headers=archive.headers(**flags))
                 status = answer.status_code
             except (httpx.TransportError, httpx.InvalidURL, UnicodeError) as exc:
                 status = 0
@@ -155,8 +178,9 @@ def test_shipper_endpoints_and_loki_api_fuzzing(tmp_path, token_file, record_row
         crashes = archive.log_text().count("Exception in ASGI application")
     record_row(Row("security: shipper + Loki API fuzzing",
                    f"hypothesis: {INGEST_CASES} ingest requests (OTLP/Loki/msgpack/JSON/Arrow bodies, valid, damaged, "
-                   f"random, on every endpoint and media type, gzip or not) and {READ_CASES} Loki API reads (LogQL "
-                   "fragments + random text, awkward times/limits/steps)",
+                   f"random, on every endpoint and media type, gzip or not) and {READ_CASES} Loki API reads on all "
+                   f"{len(READ_PATHS)} read paths incl. Logs Drilldown's (LogQL fragments of the whole grammar + random "
+                   "text, awkward times/limits/steps, with and without categorize-labels)",
                    "no 5xx, no dropped connection, process alive and ready, no unhandled exception",
                    notes=f"statuses {statuses} in {seconds:.0f} s; {int(stored)} records stored; {int(refused)} "
                          f"wrong-endpoint refusals; {len(failures)} server errors, e.g. {failures[:3]}"))

@@ -26,14 +26,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..units import format_duration
 from .archive_config import ArchiveConfig
 from .auth import TokenStore
 from .ingest import IngestError, encoding_code
 from .ingest_budget import IngestBudget, OverBudget
-from .loki.routes import LokiAPI
+from .loki.routes import LokiAPI, LokiLimits
 from .openapi import openapi_document
 from .pipeline import HostNotAllowed, Pipeline
-from .query_api import QueryEndpoint
+from .query_api import QueryEndpoint, QueryLimits
 from .shippers.dispatch import INGEST, LOKI_PUSH, OTLP_LOGS
 from .shippers.endpoints import answer, request_code, stored_body
 from .storage import DiskProbe, Storage
@@ -89,8 +90,8 @@ def authorize(request: Request) -> JSONResponse | None:
 
 
 def _unauthorized(state: ArchiveState) -> JSONResponse:
-    return _reject(state, "unauthorized", 401, "missing or invalid bearer token",
-                   **{"WWW-Authenticate": 'Bearer realm="ranklog"'})
+    return _reject(state, "unauthorized", 401, "missing or invalid bearer token (or basic auth with the token as "
+                   "password)", **{"WWW-Authenticate": 'Bearer realm="ranklog", Basic realm="ranklog"'})
 
 
 async def ingest(request: Request) -> Response:
@@ -204,8 +205,12 @@ async def openapi(request: Request) -> Response:
     return JSONResponse(openapi_document())
 
 
-def routes() -> list[Route]:
+def routes(config: ArchiveConfig | None = None) -> list[Route]:
     """Every endpoint of the archive. Add a route here to extend the service."""
+    config = config or ArchiveConfig()
+    limits = config.query.budget_limits()
+    loki = LokiLimits(max_concurrent=config.query.max_concurrent, budget=limits,
+                      retention=format_duration(config.retention.longest()))
     return [
         Route(INGEST, ingest, methods=["POST"]),
         Route(OTLP_LOGS, otlp_logs, methods=["POST"]),
@@ -215,9 +220,11 @@ def routes() -> list[Route]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         # (a bound method: Starlette treats a callable object as a raw ASGI app, a method as a handler)
-        Route("/v1/query", QueryEndpoint(_archive_root, authorize).handle, methods=["GET", "POST"]),
+        Route("/v1/query", QueryEndpoint(_archive_root, authorize,
+                                         QueryLimits(budget=config.query.budget_limits(export=True))).handle,
+              methods=["GET", "POST"]),
         Route("/v1/tail", TailEndpoint(_archive_root, authorize).handle, methods=["POST"]),
-        *LokiAPI(_archive_root, authorize).routes(),
+        *LokiAPI(_archive_root, authorize, loki).routes(),
         *AlertRoutes(authorize).routes(),
     ]
 
@@ -227,7 +234,7 @@ def _archive_root(request: Request) -> str:
 
 
 def create_app(state: ArchiveState) -> Starlette:
-    app = Starlette(routes=routes())
+    app = Starlette(routes=routes(state.config))
     app.state.archive = state
     app.state.config = state.config
     app.state.root = state.config.root

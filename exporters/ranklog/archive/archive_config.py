@@ -89,6 +89,28 @@ class S3Config:
 
 
 @dataclass
+class QueryConfig:
+    """What one read query may cost (the Loki API and /v1/query; ranklog.query.budget)."""
+
+    timeout: float = field(default=60.0, metadata={
+        "unit": "duration", "help": "a Loki API query still running after this is stopped (504)"})
+    export_timeout: float = field(default=600.0, metadata={
+        "unit": "duration", "help": "a /v1/query answer (ranklog query --archive URL) still streaming after this ends"})
+    memory: int = field(default=256 * 1024**2, metadata={
+        "unit": "size", "help": "memory one query may hold (sorted hours, lines, series); past it 400"})
+    max_series: int = field(default=500, metadata={"help": "series in one metric answer (Loki's max_query_series)"})
+    max_concurrent: int = field(default=4, metadata={"help": "Loki API queries at once; 429 beyond"})
+    process_memory: int = field(default=1024**3, metadata={
+        "unit": "size", "help": "queries stop when Arrow memory of the whole process passes this"})
+
+    def budget_limits(self, export: bool = False):
+        from ..query.budget import BudgetLimits
+
+        return BudgetLimits(self.export_timeout if export else self.timeout, self.memory, self.max_series,
+                            self.process_memory)
+
+
+@dataclass
 class ArchiveConfig:
     ENV_PREFIX: ClassVar[str] = "RANKLOG_ARCHIVE"  # every key also from RANKLOG_ARCHIVE_<KEY> (ranklog.config_loader)
     SECTION: ClassVar[str] = "archive"  # a file may hold the keys under `archive:`
@@ -152,6 +174,7 @@ class ArchiveConfig:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     s3: S3Config = field(default_factory=S3Config)
     verdict: VerdictConfig = field(default_factory=VerdictConfig)  # /v1/alerts → triage → receivers (.verdicts)
+    query: QueryConfig = field(default_factory=QueryConfig)
     tls_cert: str = field(default="", metadata={"help": "PEM certificate (enables HTTPS with tls_key)"})
     tls_key: str = field(default="", metadata={"help": "PEM private key"})
     log_level: str = log_level_field("archive")
@@ -187,6 +210,10 @@ class ArchiveConfig:
                 raise ValueError(f"{name}: must be positive")
         if self.ingest_memory_per_token <= 0 or self.ingest_memory_budget <= 0 or self.max_request_records <= 0:
             raise ValueError("ingest_memory_budget, ingest_memory_per_token and max_request_records: must be positive")
+        if min(self.query.timeout, self.query.export_timeout, self.query.memory, self.query.max_series,
+               self.query.max_concurrent, self.query.process_memory) <= 0:
+            raise ValueError("query.timeout, query.export_timeout, query.memory, query.max_series, "
+                             "query.max_concurrent, query.process_memory: must be positive")
         if self.max_header_size < 1024:
             raise ValueError(f"max_header_size: {self.max_header_size} is below 1 KiB (no client's headers fit)")
 

@@ -20,10 +20,18 @@ or revoking a token needs no restart. Tokens are compared in constant time again
 the file, line numbers and identities. A file that cannot be read or holds a bad line keeps the last
 good token set (and says so in the log) rather than locking every agent out; at start it fails.
 An empty file accepts nobody.
+
+A token is presented as ``Authorization: Bearer TOKEN``, or as HTTP basic auth for clients that can
+only do that (python-logging-loki, Promtail's ``basic_auth``, Grafana's basic-auth datasource
+setting): ``Authorization: Basic base64(USER:TOKEN)`` — the password is the token and the user
+name is free (it is logged nowhere); with an empty password the user name is taken as the token
+(``curl -u TOKEN:``). The same token, the same identity, the same comparison.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import fnmatch
 import hmac
 import logging
@@ -88,6 +96,28 @@ def parse_tokens(lines: list[bytes], path: str) -> tuple[tuple[bytes, Caller], .
     return tuple(entries.items())
 
 
+def presented_token(authorization: str | None) -> bytes | None:
+    """The token an `Authorization` header presents: a bearer token, or the password (else the user
+    name) of basic auth."""
+    if not authorization:
+        return None
+    scheme, _, presented = authorization.strip().partition(" ")
+    presented = presented.strip()
+    if not presented:
+        return None
+    if scheme.lower() == "bearer":
+        return presented.encode("utf-8", "surrogateescape")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(presented.encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        return None
+    user, colon, password = decoded.partition(b":")
+    token = (password if password else user) if colon else b""
+    return token.strip() or None
+
+
 class TokenStore:
     def __init__(self, path: str, check_every: float = 0.5, exposed_gauge=None) -> None:
         self.path = path
@@ -133,14 +163,11 @@ class TokenStore:
                 self._reload()
 
     def identify(self, authorization: str | None) -> Caller | None:
-        """The caller of a current token in the `Authorization` header, or None."""
+        """The caller of a current token in the `Authorization` header (bearer or basic), or None."""
         self._refresh()
-        if not authorization:
+        candidate = presented_token(authorization)
+        if candidate is None:
             return None
-        scheme, _, presented = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not presented.strip():
-            return None
-        candidate = presented.strip().encode("utf-8", "surrogateescape")
         found: Caller | None = None
         for token, caller in self._entries:  # every entry, no early exit
             if hmac.compare_digest(candidate, token):

@@ -11,7 +11,11 @@
   holds the result in memory. ``{"count": true}`` answers ``{"count": N}``.
 - Server-side limits (:class:`QueryLimits`): at most ``max_rows`` rows per answer (the header
   ``X-Ranklog-Row-Limit`` tells the client, which warns when it hits it) and ``max_concurrent``
-  queries at once (429 with ``Retry-After`` beyond that), so queries cannot starve ingest.
+  queries at once (429 with ``Retry-After`` beyond that), so queries cannot starve ingest; each
+  query runs under a :class:`~ranklog.query.budget.QueryBudget` (``budget``): past its time limit
+  or memory it stops (504 / 400 before the first byte; afterwards the stream ends early, without
+  the end-of-stream marker, so the client sees a broken answer, never a short one), and a client
+  that goes away cancels it (:mod:`.query_work`), giving its slot back.
 - Errors found before the first byte (bad filter, bad regex) are a 400 with ``{"error": …}``.
 - Archive files that are not readable Parquet are skipped (the engine warns naming them); the answer
   holds the rest and names them in the header ``X-Ranklog-Unreadable-Files`` (JSON ``{path: why}``;
@@ -25,22 +29,24 @@ import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..errors import UserError
 from ..query import engine
+from ..query.budget import BudgetLimits, QueryAborted, QueryBudget
 from ..query.filter_flags import spec_from_args
 from ..query.filters import QuerySpec
 from ..query.outputs import json_lines
 from ..query.remote import ARROW_STREAM, ROW_LIMIT_HEADER, WARNINGS_HEADER
 from ..query.sources import ArchiveSource
 from ..record import arrow_schema
+from .query_work import in_thread, watched
 from .request_body import BodyRefused, read_body
 
 NDJSON = "application/x-ndjson"
@@ -52,6 +58,9 @@ _GET_SCALARS = ("start", "end", "since", "level", "step_min", "step_max", "conta
 class QueryLimits:
     max_rows: int = 1_000_000
     max_concurrent: int = 4
+    # An export of the whole archive legitimately runs for minutes: /v1/query's default time limit
+    # is 10 min (the archive's `query.timeout` when mounted by the app), its memory the same budget.
+    budget: BudgetLimits = field(default_factory=lambda: BudgetLimits(timeout_s=600.0))
 
 
 def _spec_from_params(request: Request) -> tuple[QuerySpec, list[str] | None, str, bool]:
@@ -109,29 +118,6 @@ class _Chunks:
         return out
 
 
-def _arrow_bytes(first: Any, rest: Iterator[Any], schema: Any) -> Iterator[bytes]:
-    import pyarrow as pa
-
-    sink = _Chunks()
-    writer = pa.ipc.new_stream(sink, schema)
-    for batch in ([first] if first is not None else []):
-        writer.write_batch(batch)
-    yield sink.drain()
-    for batch in rest:
-        writer.write_batch(batch)
-        yield sink.drain()
-    writer.close()
-    yield sink.drain()
-
-
-def _ndjson_bytes(first: Any, rest: Iterator[Any]) -> Iterator[bytes]:
-    for batch in ([first] if first is not None else []):
-        yield ("\n".join(json_lines(batch).to_pylist()) + "\n").encode()
-    for batch in rest:
-        if batch.num_rows:
-            yield ("\n".join(json_lines(batch).to_pylist()) + "\n").encode()
-
-
 class QueryEndpoint:
     """The ``/v1/query`` handler over the archive at ``root(request)``, with its own concurrency slots."""
 
@@ -173,49 +159,105 @@ class QueryEndpoint:
             return _error(exc.status, str(exc), Connection="close")
         if not self._slots.acquire(blocking=False):
             return _error(429, f"too many queries running (limit {self.limits.max_concurrent})", **{"Retry-After": "1"})
-        released = threading.Event()
+        running = QueryBudget(self.limits.budget)
+        batches: Iterator[Any] | None = None
+        schema = pa.schema([arrow_schema().field(name) for name in selected])
+        writer = _ArrowBytes(schema) if fmt == "arrow" else None
 
-        def release() -> None:
-            if not released.is_set():
-                released.set()
-                self._slots.release()
+        def pull() -> bytes | None:
+            """The next piece of the answer (None at the end), checked against the budget."""
+            running.check()
+            batch = next(batches, None) if batches is not None else None
+            if batch is None:
+                return writer.finish() if writer is not None else None
+            return writer.write(batch) if writer is not None else _ndjson_bytes(batch)
 
         try:
-            source = await run_in_threadpool(self._source, self.root(request), getattr(request.app.state, "s3", None))
-            if count_only:
-                total = await run_in_threadpool(engine.count, source, spec)
-                release()
-                return JSONResponse({"count": total, **({"unreadable_files": source.unreadable}
-                                                        if source.unreadable else {})})
-            cap = self.limits.max_rows
-            capped = dataclasses.replace(spec, limit=min(spec.limit if spec.limit is not None else cap, cap))
-            batches = engine.scan(source, capped, selected)
-            first = await run_in_threadpool(next, batches, None)
-        except UserError as exc:
-            release()
-            return _error(400, str(exc))
+            async with watched(request, running):
+                source = await in_thread(running, lambda: self._source(self.root(request),
+                                                                        getattr(request.app.state, "s3", None)))
+                if count_only:
+                    total = await in_thread(running, lambda: engine.count(source, spec))
+                    self._slots.release()
+                    return JSONResponse({"count": total, **({"unreadable_files": source.unreadable}
+                                                            if source.unreadable else {})})
+                cap = self.limits.max_rows
+                capped = dataclasses.replace(spec, limit=min(spec.limit if spec.limit is not None else cap, cap))
+                batches = engine.scan(source, capped, selected)
+                first = await in_thread(running, pull)
+        except (UserError, QueryAborted) as exc:
+            self._slots.release()
+            return _error(getattr(exc, "status", 400), str(exc))
         except pa.ArrowInvalid as exc:  # a filter Arrow cannot evaluate (e.g. a host glob RE2 rejects)
-            release()
+            self._slots.release()
             return _error(400, f"bad query: {str(exc).splitlines()[0]}")
         except BaseException:
-            release()
+            self._slots.release()
             raise
-        schema = pa.schema([arrow_schema().field(name) for name in selected])
 
-        def body() -> Iterator[bytes]:
-            try:
-                if fmt == "arrow":
-                    yield from _arrow_bytes(first, batches, schema)
-                else:
-                    yield from _ndjson_bytes(first, batches)
-            finally:
-                batches.close()
-                release()
+        async def body():
+            piece = first
+            while piece is not None:
+                if piece:
+                    yield piece
+                if writer is not None and writer.finished:
+                    return
+                try:
+                    piece = await in_thread(running, pull)
+                except QueryAborted:
+                    return  # the answer ends without its end-of-stream marker: the client sees it broken
+
+        def done() -> None:
+            assert batches is not None
+            batches.close()
+            self._slots.release()
 
         headers = {ROW_LIMIT_HEADER: str(self.limits.max_rows)}
         if source.unreadable:  # answered with the rest (the engine skipped them, naming each in the log)
             headers[WARNINGS_HEADER] = json.dumps(source.unreadable)
-        return StreamingResponse(body(), media_type=ARROW_STREAM if fmt == "arrow" else NDJSON, headers=headers)
+        return _Answer(body(), done, media_type=ARROW_STREAM if fmt == "arrow" else NDJSON, headers=headers)
+
+
+class _Answer(StreamingResponse):
+    """A streamed answer that always runs `done` once it is over, sent or not (a client gone before
+    the first byte never starts the body, whose own cleanup would then never run)."""
+
+    def __init__(self, content: Any, done: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._done = done
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await anyio.to_thread.run_sync(self._done)
+
+
+class _ArrowBytes:
+    """An Arrow IPC stream written batch by batch: the schema with the first piece, the end-of-stream
+    marker only from :meth:`finish` (a stream cut short lacks it, and readers say so)."""
+
+    def __init__(self, schema: Any) -> None:
+        import pyarrow as pa
+
+        self.sink = _Chunks()
+        self.writer = pa.ipc.new_stream(self.sink, schema)
+        self.finished = False
+
+    def write(self, batch: Any) -> bytes:
+        self.writer.write_batch(batch)
+        return self.sink.drain()
+
+    def finish(self) -> bytes:
+        self.writer.close()
+        self.finished = True
+        return self.sink.drain()
+
+
+def _ndjson_bytes(batch: Any) -> bytes:
+    if not batch.num_rows:
+        return b""
+    return ("\n".join(json_lines(batch).to_pylist()) + "\n").encode()
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:

@@ -25,7 +25,7 @@ from ..query.filters import QuerySpec
 from ..query.follow import follow
 from ..query.remote import ARROW_STREAM
 from ..query.sources import ArchiveSource
-from .query_api import _arrow_bytes
+from .query_api import _ArrowBytes
 
 MAX_TAILS = 8
 MAX_TAIL_RECORDS = 10_000
@@ -72,8 +72,12 @@ class TailEndpoint:
         batches = follow(source, spec, columns, tail, stop=stop, heartbeat=True)
 
         def body() -> Iterator[bytes]:
+            arrow = _ArrowBytes(engine.schema_of(columns))
             try:
-                yield from _arrow_bytes(None, batches, engine.schema_of(columns))
+                yield arrow.sink.drain()  # the schema at once: the client knows the columns before a record
+                for batch in batches:
+                    yield arrow.write(batch)
+                yield arrow.finish()
             finally:
                 stop.set()
                 batches.close()

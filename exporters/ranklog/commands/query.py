@@ -59,7 +59,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def _selector(text: str):
     from ranklog.errors import UserError
-    from ranklog.query.logql import STREAM_LABELS, LogQLError, LogSelector, parse
+    from ranklog.query.logql import LogQLError, LogSelector, parse
+    from ranklog.query.logql.labels import SELECTOR_LABELS
 
     try:
         query = parse(text)
@@ -68,10 +69,10 @@ def _selector(text: str):
     if not isinstance(query, LogSelector):
         raise UserError(f"LOGQL {text!r} is a metric query; ranklog query takes a log query such as "
                         '\'{rank="2"} |= "NCCL"\' (metric queries: Grafana, or ranklog stats)')
-    unknown = sorted({name for name, _, _ in query.matchers if name not in STREAM_LABELS})
+    unknown = sorted({name for name, _, _ in query.matchers if name not in SELECTOR_LABELS})
     if unknown:
         raise UserError(f"LOGQL {text!r}: no record has the label(s) {', '.join(unknown)} "
-                        f"(labels: {', '.join(STREAM_LABELS)})")
+                        f"(labels: {', '.join(SELECTOR_LABELS)})")
     return query
 
 
@@ -91,14 +92,17 @@ def main(args: argparse.Namespace) -> int:
     from ranklog.errors import UserError
     from ranklog.query import engine
     from ranklog.query.filter_flags import spec_from_args, split_list
-    from ranklog.query.logql_spec import with_selector
+    from ranklog.query.logql.spec import with_selector
     from ranklog.query.nothing_found import explain
     from ranklog.query.outputs import RAW_COLUMNS, TABLE_COLUMNS, TABLE_MAX_ROWS, export, format_for_path
     from ranklog.query.times import zone
 
     spec = spec_from_args(args)
     if args.logql:
-        spec = with_selector(spec, _selector(args.logql))
+        try:
+            spec = with_selector(spec, _selector(args.logql))
+        except ValueError as exc:  # a pipeline stage the record scan cannot do: refused, never ignored
+            raise UserError(f"LOGQL {args.logql!r}: {exc}") from None
     tail = _whole_number(args.tail, "--tail")
     if tail is not None and spec.limit is not None:
         raise UserError("give --tail N (the last N) or --limit N (the first N), not both")

@@ -126,6 +126,14 @@ class DayIndex:
         metadata[MANIFEST_KEY] = json.dumps(manifest).encode()
         return manifest, table.replace_schema_metadata(metadata)
 
+    def rebuilt(self, source: ArchiveSource, date: str, files: list[DataFile]) -> tuple[dict[str, int], None, pa.Table]:
+        """The day's index built again now, stored where it lives (one another version wrote is unusable)."""
+        manifest, table = self._rebuild(source, files)
+        path = self.path(source, date)
+        if path is not None:
+            self._write(source, path, table)
+        return manifest, None, table
+
     def fresh(self, source: ArchiveSource, date: str, files: list[DataFile]) -> tuple[dict[str, int], str | None,
                                                                                      pa.Table | None]:
         """The day's index, rebuilt first when too much of the day (`files`) is uncovered.

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..conform import conform
 from ..errors import UserError
 from ..record import FIELDS, arrow_schema
+from . import budget
 from .filters import QuerySpec
 from .text_search import is_text_search, search_files
 
@@ -185,6 +186,7 @@ def scan_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
             batch_readahead=READAHEAD_BATCHES, fragment_readahead=READAHEAD_FILES)
         try:
             for tagged_batch in scanner.scan_batches():
+                budget.check()
                 yield partition_of[tagged_batch.fragment.path], spec.python_filter(tagged_batch.record_batch)
         except pa.ArrowInvalid as exc:
             raise _legacy_ts_error(exc, chunk) from None
@@ -213,12 +215,20 @@ def _scan_archive(source: ArchiveSource, spec: QuerySpec, columns: list[str]) ->
         return
 
     def partition_tables() -> Iterator[pa.Table]:
+        running = budget.current()
         for partition, group in groupby(tagged, key=lambda item: item[0]):
             batches = [batch for _, batch in group if batch.num_rows]
             if not batches:
                 continue
             table = pa.Table.from_batches(batches)
-            yield dedup(table) if partition in needs_dedup else table
+            held = table.nbytes if running is not None else 0
+            if running is not None:  # a sorted answer holds an hour's matching rows at a time
+                running.charge(held, "sorting an hour of matching records")
+            try:
+                yield dedup(table) if partition in needs_dedup else table
+            finally:
+                if running is not None:
+                    running.release(held)
 
     if not spec.order or spec.sorted_by_time:
         for table in _coalesced(partition_tables()):
@@ -378,6 +388,7 @@ def scan(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> 
     else:
         inner = _scan_log_dir(source, spec, selected)
     for batch in _limited(inner, spec.limit):
+        budget.check()
         yield batch.select(selected) if batch.schema.names != selected else batch
 
 

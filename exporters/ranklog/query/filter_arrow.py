@@ -28,10 +28,20 @@ FILTER_COLUMNS: dict[str, tuple[str, ...]] = {
 
 # Loki-style label matchers (``label_matchers``): the columns they may name, their operators, and the
 # operators of ``line_filters`` (over the message and the exception text, like --contains/--regex).
-MATCHER_COLUMNS = ("job", "host", "rank", "local_rank", "role", "level", "format", "trace_id")
+MATCHER_COLUMNS = ("job", "host", "rank", "local_rank", "role", "level", "format", "trace_id", "service_name",
+                   "detected_level")
 MATCHER_OPS = ("=", "!=", "=~", "!~")
+# Labels derived from a column, as Loki derives them: ``service_name`` is the record's job
+# (``unknown_service`` without one, Loki's default); ``detected_level`` is the level spelled the way
+# Loki's level detection writes it.
+SERVICE_NAME_DEFAULT = "unknown_service"
+DETECTED_LEVELS = {"DEBUG": "debug", "INFO": "info", "WARNING": "warn", "ERROR": "error", "CRITICAL": "critical",
+                   "UNKNOWN": "unknown"}
+DERIVED_COLUMNS = {"service_name": "job", "detected_level": "level"}
+# More matchers than this in one query is abuse, not a selection (issue 40: 5,000 of them took 41 s).
+MAX_LABEL_MATCHERS = 256
 LINE_FILTER_OPS = ("|=", "!=", "|~", "!~")
-_INT_COLUMNS = ("rank", "local_rank")
+_INT_COLUMNS = {"rank": 31, "local_rank": 31, "pid": 31, "step": 63}  # integer columns matched by their decimal text
 
 
 def _isin_or_glob(name: str, values: tuple[str, ...]) -> ds.Expression:
@@ -94,12 +104,17 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
         key, _ = parse_attr(item)
         top = key.split(".")[0]
         parts.append(pc.match_substring(ds.field("attrs"), json.dumps(top)))
+    return and_all(parts)
+
+
+def and_all(parts: list) -> ds.Expression | None:
+    """The conjunction of `parts` as a balanced tree (a left-deep chain of thousands is slow to build
+    and to evaluate)."""
     if not parts:
         return None
-    out = parts[0]
-    for part in parts[1:]:
-        out = out & part
-    return out
+    while len(parts) > 1:
+        parts = [parts[i] & parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def _label_text(name: str) -> ds.Expression:
@@ -112,6 +127,40 @@ def _label_text(name: str) -> ds.Expression:
     return pc.coalesce(field, pa.scalar("", pa.string()))
 
 
+def _derived_expression(name: str, op: str, value: str) -> ds.Expression:
+    """A matcher on ``service_name`` or ``detected_level`` as an expression on the column it derives from."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    positive = "=" if op in ("=", "!=") else "=~"
+    if name == "detected_level":  # a closed set: the levels whose spelling the matcher accepts
+        accepts = [level for level, spelled in DETECTED_LEVELS.items()
+                   if _python_match(positive, value, spelled)]
+        matched = ds.field("level").isin(pa.array(accepts, pa.string())) if accepts else ds.scalar(False)
+        return matched if op == positive else pc.invert(pc.coalesce(matched, pa.scalar(False)))
+    text = pc.coalesce(ds.field("job"), pa.scalar(SERVICE_NAME_DEFAULT, pa.string()))
+    if positive == "=":
+        matched = text == pa.scalar(value, pa.string())
+    else:
+        literals = literal_alternatives(value)
+        matched = (text.isin(pa.array(literals, pa.string())) if literals is not None
+                   else pc.match_substring_regex(text, "^(?:" + value + ")$"))
+    return matched if op == positive else pc.invert(matched)
+
+
+def _python_match(op: str, value: str, text: str) -> bool:
+    if op == "=":
+        return text == value
+    try:
+        return re.fullmatch(value, text) is not None
+    except re.error:  # RE2 syntax Python lacks: decide with RE2 itself
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        return bool(pc.match_substring_regex(pa.array([text]), "^(?:" + value + ")$")[0].as_py())
+
+
 def matcher_expression(name: str, op: str, value: str) -> ds.Expression:
     """A Loki label matcher on a record column. A missing value is the empty string (Loki's rule);
     ``=~``/``!~`` are fully anchored RE2; ``level`` equality ignores case (``error`` = ``ERROR``)."""
@@ -119,6 +168,8 @@ def matcher_expression(name: str, op: str, value: str) -> ds.Expression:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
+    if name in DERIVED_COLUMNS:
+        return _derived_expression(name, op, value)
     literals = literal_alternatives(value) if op in ("=~", "!~") else None
     if literals is not None:  # level=~"ERROR|CRITICAL": a set lookup Parquet statistics can prune with
         matched = _or([matcher_expression(name, "=", literal) for literal in literals])
@@ -132,8 +183,9 @@ def matcher_expression(name: str, op: str, value: str) -> ds.Expression:
         equal = field.is_null() if name in _INT_COLUMNS else field.is_null() | (field == pa.scalar("", pa.string()))
     elif name in _INT_COLUMNS:
         # the label value is the decimal text: "01" or "1.0" is not rank 1
-        valid = re.fullmatch(r"-?[1-9]\d{0,9}|0", value) is not None and -(1 << 31) <= int(value) < (1 << 31)
-        equal = field == pa.scalar(int(value), pa.int32()) if valid else ds.scalar(False)
+        bits = _INT_COLUMNS[name]
+        valid = re.fullmatch(r"-?[1-9]\d{0,18}|0", value) is not None and -(1 << bits) <= int(value) < (1 << bits)
+        equal = field == pa.scalar(int(value), pa.int32() if bits == 31 else pa.int64()) if valid else ds.scalar(False)
     else:
         equal = field == pa.scalar(value.upper() if name == "level" else value, pa.string())
     if op == "=":
@@ -196,7 +248,9 @@ def check_regex(pattern: str, what: str = "--regex") -> None:
 
 
 def check_matchers(label_matchers: tuple[tuple[str, str, str], ...], line_filters: tuple[tuple[str, str], ...]) -> None:
-    """UserError for an unknown column or operator, or a bad regular expression."""
+    """UserError for an unknown column or operator, a bad regular expression, or too many matchers."""
+    if len(label_matchers) > MAX_LABEL_MATCHERS:
+        raise UserError(f"label_matchers: {len(label_matchers)} matchers, more than the limit of {MAX_LABEL_MATCHERS}")
     for name, op, value in label_matchers:
         if name not in MATCHER_COLUMNS:
             raise UserError(f"label_matchers: unknown label {name!r} (one of {', '.join(MATCHER_COLUMNS)})")

@@ -21,8 +21,10 @@ Decisions where the spec is silent (also in ``ranklog query --help``):
 - Several values of one filter are OR-ed; different filters are AND-ed.
 - ``label_matchers`` and ``line_filters`` carry a LogQL selection (the archive's Loki API) to the same
   engine: ``(label, op, value)`` with Loki's ``= != =~ !~`` over job, host, rank, local_rank, role,
-  level, format, trace_id (a missing value is ""), and ``(op, pattern)`` with ``|= != |~ !~`` over
-  the message and exception text, all AND-ed (see :func:`.filter_arrow.matcher_expression`).
+  level, format, trace_id (a missing value is "") and the labels Loki derives from two of them,
+  ``service_name`` (the job) and ``detected_level``, at most ``MAX_LABEL_MATCHERS`` of them; and
+  ``(op, pattern)`` with ``|= != |~ !~`` over the message and exception text, all AND-ed (see
+  :func:`.filter_arrow.matcher_expression`).
 """
 
 
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..record import FIELDS, LEVELS
-from .filter_arrow import FILTER_COLUMNS, build_expression, check_matchers, check_regex
+from .filter_arrow import DERIVED_COLUMNS, FILTER_COLUMNS, build_expression, check_matchers, check_regex
 from .filter_attrs import filter_batch
 
 if TYPE_CHECKING:
@@ -126,7 +128,7 @@ class QuerySpec:
         """The columns :meth:`expression` reads (kept next to :func:`build_expression`)."""
         used = [name for field, names in FILTER_COLUMNS.items() if getattr(self, field) not in (None, ())
                 for name in names]
-        used += [name for name, _, _ in self.label_matchers]
+        used += [DERIVED_COLUMNS.get(name, name) for name, _, _ in self.label_matchers]
         return list(dict.fromkeys(used))
 
     def python_filter(self, batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .. import text_index
 from ..conform import conform
 from ..record import arrow_schema
+from . import budget
 from .filter_arrow import text_condition
 from .literals import required_literals
 from .severe_index import plan_days
@@ -287,6 +288,7 @@ def search_files(source: ArchiveSource, files: list[DataFile], spec: QuerySpec,
     hits = _in_order(lambda date: plans[date].hits(expression, columns), days, workers=1, ahead=2)
     day, day_hits, started = None, {}, set()
     for data_file, table in _in_order(one, files, workers, ahead=2 * workers):
+        budget.check()
         if data_file.partition not in started:
             started.add(data_file.partition)
             if plans and data_file.date != day:

@@ -62,6 +62,15 @@ def template_of(message: str | None) -> str:
     return cached
 
 
+def mask_line(line: str, wildcard: str | None = None) -> str:
+    """`line` with the parts that vary masked as :func:`template_of` masks them, its spacing kept;
+    every mask is `wildcard` when given (the archive's Loki patterns use ``<_>``)."""
+    if wildcard is None:
+        return _MASK.sub(_replace, line)
+    return _MASK.sub(lambda match: _RANK_DIGITS.sub(wildcard, match.group(0)) if match.lastgroup == "rank"
+                     else wildcard, line)
+
+
 _DIGITS = re.compile(r"\d+")
 _CACHE: dict[str, str] = {}
 _CACHE_SIZE = 8192

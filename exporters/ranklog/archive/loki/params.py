@@ -14,12 +14,15 @@ from collections.abc import Mapping
 
 from ...errors import UserError
 from ...query.filter_flags import parse_time
-from ...query.logql import parse_duration_ns
+from ...query.logql.parser import parse_duration_ns
 
 DEFAULT_LIMIT = 100
 MAX_ENTRIES = 5000  # Loki's max_entries_limit_per_query default
 MAX_POINTS = 11_000  # per series, as Prometheus and Loki cap a range query
 QUERY_RANGE_DEFAULT_NS = 3600 * 10**9
+# Times and durations the arithmetic of a query window can never overflow int64 with (time ± 2 durations).
+MIN_TIME_NS, MAX_TIME_NS = -10**18, 7 * 10**18
+MAX_DURATION_NS = 10**18
 LABELS_RANGE_DEFAULT_NS = 6 * 3600 * 10**9
 
 
@@ -31,14 +34,18 @@ def time_param(params: Mapping[str, str], name: str, default: int, now_ns: int) 
     text = (params.get(name) or "").strip()
     if not text:
         return default
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    if re.fullmatch(r"-?\d+\.\d*", text):
-        return int(float(text) * 1e9)
     try:
-        return parse_time(text, now_ns, flag=name)
-    except UserError:
+        if re.fullmatch(r"-?\d+", text):
+            value = int(text)
+        elif re.fullmatch(r"-?\d+\.\d*", text):
+            value = int(float(text) * 1e9)
+        else:
+            value = parse_time(text, now_ns, flag=name)
+    except (UserError, ValueError, OverflowError):
         raise BadParameter(f'invalid parameter "{name}": cannot parse {text!r} to a valid timestamp') from None
+    if not MIN_TIME_NS <= value <= MAX_TIME_NS:
+        raise BadParameter(f'invalid parameter "{name}": {text!r} is outside the years 1938-2191 the archive answers for')
+    return value
 
 
 def duration_param(params: Mapping[str, str], name: str) -> int | None:
@@ -48,10 +55,10 @@ def duration_param(params: Mapping[str, str], name: str) -> int | None:
         return None
     try:
         value = int(float(text) * 1e9) if re.fullmatch(r"\d+(\.\d+)?", text) else parse_duration_ns(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         value = -1
-    if value <= 0:
-        raise BadParameter(f'invalid parameter "{name}": cannot parse {text!r} to a valid duration')
+    if value <= 0 or value > MAX_DURATION_NS:
+        raise BadParameter(f'invalid parameter "{name}": cannot parse {text!r} to a valid duration (at most 31 years)')
     return value
 
 
@@ -96,3 +103,15 @@ def step_param(params: Mapping[str, str], start: int, end: int) -> int:
         raise BadParameter(f"exceeded maximum resolution of {MAX_POINTS} points per timeseries. "
                            "Try increasing the value of the step parameter")
     return step
+
+
+def count_param(params: Mapping[str, str], names: tuple[str, ...], default: int, maximum: int) -> int:
+    """A positive count under any of `names` (aliases), at most `maximum`."""
+    for name in names:
+        text = (params.get(name) or "").strip()
+        if not text:
+            continue
+        if not re.fullmatch(r"\d{1,12}", text) or int(text) <= 0:
+            raise BadParameter(f'invalid parameter "{name}": {text!r} is not a positive integer')
+        return min(int(text), maximum)
+    return default
