@@ -73,7 +73,7 @@ def live(tmp_path_factory):
         triage = subprocess.run(ranklog_cmd("triage", "--archive", str(archive.root), "--job", JOB, "--annotate",
                                             archive.url, "--token-file", str(token)),
                                 capture_output=True, text=True, timeout=180)
-        assert triage.returncode == 0, triage.stderr
+        assert triage.returncode == 1, triage.stderr  # the failure found
         yield archive, client
         client.close()
 
@@ -136,7 +136,7 @@ def test_triage_annotation_is_posted_once(live):
     again = subprocess.run(ranklog_cmd("triage", "--archive", str(archive.root), "--job", JOB, "--annotate", archive.url,
                                        "--token-file", str(archive.token_file)),
                            capture_output=True, text=True, timeout=180)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 1, again.stderr
     time.sleep(1)
     assert len(lines(query_range(client, '{format="triage"}'))) == 1
 

@@ -3,7 +3,7 @@
 The runbook writes ``A`` for the archive, ``J`` for the training job, ``R`` for a rank and ``D``
 for a copied log directory (and ``KEY=VALUE`` for a threshold). The test makes a real log directory
 with the ranklog logger (:mod:`tests.helpers.ops_data`), substitutes the placeholders and runs each
-command: each must exit 0; triage must print a verdict and ERROR queries the job's CUDA OOM.
+command: each must exit 0 (triage and report 1: they find the job's failure); triage must print a verdict and ERROR queries the job's CUDA OOM.
 Commands of other tools the runbook mentions (``py-spy``, ``nvidia-smi``, ``journalctl``) need a
 GPU node or systemd and are not run.
 """
@@ -61,8 +61,12 @@ def test_the_runbook_names_its_commands() -> None:
 @pytest.mark.parametrize("command", runbook_commands(RUNBOOK.read_text(encoding="utf-8")))
 def test_runbook_command_runs(command: str, data: dict[str, str]) -> None:
     proc = subprocess.run(_substitute(command, data), capture_output=True, text=True, timeout=300, cwd=REPO)
-    # exit 1 with "no records matched" is an answer (this job shipped no refused record), not a failure
-    answered = proc.returncode == 0 or (proc.returncode == 1 and "no records matched" in proc.stderr)
+    # triage and report exit 1: they find the job's failure. Elsewhere exit 1 with "no records matched"
+    # is an answer (this job shipped no refused record), not a failure
+    if command.startswith(("ranklog triage", "ranklog report")):
+        answered = proc.returncode == 1
+    else:
+        answered = proc.returncode == 0 or (proc.returncode == 1 and "no records matched" in proc.stderr)
     assert answered, f"{command}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
     if command.startswith("ranklog triage"):
         assert proc.stdout.strip(), f"{command}: printed nothing"

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 
 from ranklog import cli
+from tests.helpers.triage_exit import assert_exit
 
 from .scenarios import messages as m
 
 
 def _triage(capsys, log_dir) -> dict:
-    assert cli.main(["triage", "--log_dir", str(log_dir), "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    code = cli.main(["triage", "--log_dir", str(log_dir), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert_exit(code, result)
+    return result
 
 
 def test_verl_console_nan_metrics(tmp_path, capsys):

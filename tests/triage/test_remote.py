@@ -24,7 +24,7 @@ def test_triage_through_a_running_archive(tmp_path, token_file, capsys):
     try:
         wait_for_port(port, timeout=60, process=proc)
         assert cli.main(["triage", "--archive", f"http://127.0.0.1:{port}", "--token-file", str(token_file),
-                         "--json"]) == 0
+                         "--json"]) == 1  # a failure found
         verdict = json.loads(capsys.readouterr().out)["verdict"]
         assert (verdict["category"], verdict["ranks"]) == ("CUDA OOM", [5])
         wrong = tmp_path / "wrong-token"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from ranklog import cli
 from ranklog.triage.analyze import analyze_table
 from tests.helpers.procs import ranklog_cmd
+from tests.helpers.triage_exit import assert_exit
 
 from .scenarios import SCENARIOS
 from .scenarios.archive import write_archive
@@ -39,8 +41,10 @@ def test_verdict_in_memory(name):
 
 def _triage_json(capsys, *args: str) -> dict:
     """`ranklog triage … --json` through the real CLI entry point, in this process."""
-    assert cli.main(["triage", *args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    code = cli.main(["triage", *args, "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert_exit(code, result)
+    return result
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -119,8 +123,9 @@ def test_job_selection(tmp_path, capsys):
 def test_terminal_output_puts_the_verdict_first(tmp_path):
     write_archive(SCENARIOS["oom_one_rank"]().job.table(), tmp_path / "a")
     out = subprocess.run(ranklog_cmd("triage", "--archive", str(tmp_path / "a")), capture_output=True, text=True,
-                         timeout=60, env={"COLUMNS": "160", "PATH": "/usr/bin:/bin"})
-    assert out.returncode == 0, out.stderr
+                         timeout=60, env={"COLUMNS": "160", "PATH": "/usr/bin:/bin",
+                                                 "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    assert out.returncode == 1, out.stderr  # a failure found
     lines = out.stdout.splitlines()
     assert "ROOT CAUSE: rank 5 on node1: CUDA OOM" in "\n".join(lines[:3])
     assert "ranks 0-4,6-15" in out.stdout

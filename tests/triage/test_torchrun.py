@@ -14,6 +14,7 @@ import pytest
 
 from ranklog import cli
 from tests.helpers.net import free_port
+from tests.helpers.triage_exit import assert_exit
 
 JOB = Path(__file__).parent / "jobs" / "gloo_job.py"
 torch = pytest.importorskip("torch", reason="needs torch (pip install 'ranklog[torch]'; a CPU wheel is enough)")
@@ -34,8 +35,10 @@ def _torchrun(tmp_path: Path, mode: str) -> Path:
 
 
 def _triage(capsys, log_dir: Path) -> dict:
-    assert cli.main(["triage", "--log_dir", str(log_dir), "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    code = cli.main(["triage", "--log_dir", str(log_dir), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert_exit(code, result)
+    return result
 
 
 @pytest.mark.slow

@@ -1,7 +1,8 @@
 """``ranklog report``: one self-contained HTML file (verdict, error timeline per rank, log volume per
 node, loss and throughput read from the logs, top error templates with example records).
 
-The file needs no network to open. Same source and selection flags as ``ranklog triage``.
+The file needs no network to open. Same source and selection flags as ``ranklog triage``, and the
+same exit status: 0 no failure, 1 a failure found, 3 degraded, 2 a usage or read error.
 """
 
 from __future__ import annotations
@@ -37,5 +38,8 @@ def main(args: argparse.Namespace) -> int:
         data = TriageData.from_source(source, start, end)
         result = analyze(data, args.job, start, end)
         path = write_report(data, result, args.output)
-    print(f"report written to {path} — {result.verdict.summary}")
-    return 0
+    job = f"job {result.job}: " if result.job is not None and result.others else ""
+    print(f"report written to {path} — {job}{result.verdict.summary}")
+    for other in result.others:
+        print(f"  also: job {other.job or '(no job id)'} — {other.verdict.summary}")
+    return result.exit_code

@@ -3,8 +3,12 @@
 Prints the verdict first (root-cause rank(s) and node(s), category, confidence, the decisive record
 with its traceback, what that rank wrote just before), then the evidence. Output (:mod:`._output`):
 the rich view on a terminal, plain uncut text when piped, ``--format json`` the complete result as
-one JSON document, ``--format csv`` each rank's first error. Exit status 0 whether or not a failure was found (the
-verdict says which); 2 on a usage or read error.
+one JSON document, ``--format csv`` each rank's first error. Every job of the range is judged on its
+own; the one shown first is a failed one if any, and the others' verdicts follow.
+
+Exit status (``ranklog report`` the same), for scripts: 0 no failure (also: no data), 1 a failure
+found, 3 degraded (a straggler or slow-down, no failure), 2 a usage or read error. With several
+jobs the worst decides (1 before 3 before 0).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ _EPILOG = """examples:
   ranklog triage --archive /srv/ranklog --job ppo-qwen7b --since 6h
   ranklog triage --log_dir /tmp/ray/session_latest/logs
   ranklog triage --archive https://archive:8470 --token-file token --format json | jq .verdict
-  ranklog triage --archive /srv/ranklog --annotate https://archive:8470 --token-file token  # Grafana annotation"""
+  ranklog triage --archive /srv/ranklog --annotate https://archive:8470 --token-file token  # Grafana annotation
+exit status: 0 no failure, 1 failure found, 3 degraded (straggler / slow-down), 2 usage or read error"""
 
 
 def add_selection_flags(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +34,8 @@ def add_selection_flags(parser: argparse.ArgumentParser) -> None:
     from ranklog.query.filter_flags import add_time_flags
 
     group = parser.add_argument_group("selection")
-    group.add_argument("--job", help="job / run id (default: the job with the newest record)")
+    group.add_argument("--job", help="job / run id: only its records (default: every job in the range, each judged "
+                                     "on its own)")
     add_time_flags(parser)
 
 
@@ -76,6 +82,9 @@ def main(args: argparse.Namespace) -> int:
         from ranklog.query.sources import read_token
         from ranklog.triage.annotation import post_verdict
 
-        post_verdict(args.annotate, read_token(args.token_file), result)
+        token = read_token(args.token_file)
+        for judged in result.all:
+            if judged.job is not None or len(result.all) == 1:
+                post_verdict(args.annotate, token, judged)
     emit(args, to_dict(result), fmt, table=lambda _: render(result, make_console()), raw=triage_lines, rows=triage_rows)
-    return 0
+    return result.exit_code

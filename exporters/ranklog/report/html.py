@@ -131,6 +131,18 @@ def _evidence_notes(doc: dict[str, Any]) -> str:
     return ("<ul>" + "".join(f"<li>{_e(i)}</li>" for i in items) + "</ul>") if items else ""
 
 
+def _jobs_table(doc: dict[str, Any]) -> str:
+    """Every job of the range with its verdict (the one the page details first), when there are several."""
+    judged = doc["jobs_judged"]
+    if len(judged) < 2:
+        return ""
+    rows = "".join(f"<tr><td>{_e(j['job'] or '(records without a job id)')}</td><td>{_e(j['status'])}</td>"
+                   f"<td>{_e(j['summary'])}</td></tr>" for j in judged)
+    return ("<h2 id='jobs'>Jobs in this range</h2><p class='meta'>each judged on its own; this page details the "
+            "first (<code>ranklog report --job J</code> for another)</p><table><tr><th>job</th><th>status</th>"
+            f"<th>verdict</th></tr>{rows}</table>")
+
+
 def _plot_data(triage: Triage, doc: dict[str, Any], volume: dict[str, Any], curves: dict[str, Any]) -> dict[str, Any]:
     timeline = triage.evidence.timeline[:MAX_TIMELINE_POINTS]
     base = volume["start_ns"] or (min((inc.adj_ts for inc in timeline), default=0))
@@ -162,6 +174,7 @@ def render_html(triage: Triage, volume: dict[str, Any], curves: dict[str, Any]) 
 <h1>ranklog report{(' — job ' + _e(triage.job)) if triage.job else ''}</h1>
 <p class="meta">{_e(triage.source)} · {ev['ranks']} ranks on {len(ev['hosts'])} node(s) · {ev['records']:,} records
 from {_e(start)} · generated {generated}</p>
+{_jobs_table(doc)}
 <h2>Verdict</h2>
 {_verdict(doc)}
 {_evidence_notes(doc)}

@@ -19,10 +19,14 @@ The same SQL runs over a Parquet archive on this machine (only the hour partitio
 range are listed, only the needed columns are read), over a log directory parsed on the fly, over
 any Arrow table, and over what a remote archive returns.
 
-Records without a job id (plain-text layouts: torchrun, Ray, print output) cannot be attributed to
-a job; they are kept with every job selection. When no ``--job`` is given and the data holds
-several jobs, the job with the most recent record is triaged and a note says so. (Jobs that merely
-overlap in time are not merged: concurrent jobs share clusters and archives.)
+Jobs. ``--job X`` judges the records of job X only: a record without a job id is taken in only when
+its process (host and pid) names X on other records (:mod:`.identity` lends the job), never because
+it has no job. Without ``--job`` every job of the range is judged on its own (:func:`gather` returns
+one :class:`TriageInput` per job): its own records, plus the job-less ones (plain-text layouts:
+torchrun's console, Ray's files, ``print`` output) that fall within its time span (a minute either
+side: the launcher starts before and ends after its workers). Job-less records outside every job's
+span are judged as one more group (``job`` None), as is everything when no record names a job.
+Jobs that merely overlap in time are not merged: concurrent jobs share clusters and archives.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ KEYWORDS = (
     r"Error|Exception|Traceback|error:|CUDA|NCCL|\b[Nn]a[Nn]\b|\b-?inf\b|not finite|non-finite|[Kk]illed"
     r"|[Tt]imed out|[Tt]imeout|died|dead|OOM|out of memory|Connection (?:closed|reset)|SIG[A-Z]{3,4}\b|exitcode"
 )
+# A step record that says its step is over: what the rank does next belongs to the next step.
+STEP_OVER = r"(?i)\b(?:done|finished|completed?|ended|end of)\b"
 # DuckDB reads only the columns a query uses.
 NONFINITE = r"(?i)\b(?:nan|-?inf)\b"  # non-finite metrics in verl console lines (INFO)
 COLUMNS = ("ts", "level", "msg", "exc", "host", "rank", "local_rank", "pid", "role", "job", "step", "source",
@@ -108,6 +114,10 @@ class TriageInput:
     data: TriageData
     timings: dict[str, float] = field(default_factory=dict)
     worker_pids: dict[str, int] = field(default_factory=dict)  # Ray worker id -> pid (see .identity)
+    selection: Selection | None = None  # which records (TriageData.select) this input was gathered from
+    single_host: bool = False
+    start_ns: int | None = None
+    end_ns: int | None = None
 
 
 class TriageData:
@@ -177,16 +187,16 @@ class TriageData:
         return True
 
     # -- selection ----------------------------------------------------------------------------------
-    def select(self, jobs: Sequence[str] = (), start_ns: int | None = None, end_ns: int | None = None,
+    def select(self, selection: Selection | None = None, start_ns: int | None = None, end_ns: int | None = None,
                single_host: bool = False) -> None:
-        """Define the view ``records``: some jobs (plus job-less records) in a time range.
+        """Define the view ``records``: the records one verdict judges (:class:`Selection`) in a time range.
 
         In a single-node job a record without a global rank but with a local rank (a torchrun
         ``--log-dir`` file) gets the local rank as its rank: on one node they are the same.
         """
         filters = _time_filters(start_ns, end_ns)
-        if jobs:
-            filters.append(f"(job IN ({', '.join(_sql_string(j) for j in jobs)}) OR job IS NULL)")
+        if selection is not None and selection.where():
+            filters.append(selection.where())
         where = ("WHERE " + " AND ".join(filters)) if filters else ""
         rank = "coalesce(rank, local_rank)" if single_host else "rank"
         self.con.execute(f"CREATE OR REPLACE VIEW records AS SELECT * REPLACE ({rank} AS rank) "
@@ -212,7 +222,7 @@ class TriageData:
             self._selected = True
 
     # -- what triage asks ---------------------------------------------------------------------------
-    def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> list[Group]:
+    def summary(self, start_ns: int | None = None, end_ns: int | None = None, view: str = "all_records") -> list[Group]:
         """One aggregate scan: per (job, host, rank, local_rank, pid) count, times, highest step, role.
 
         Jobs, hosts and per-rank statistics all come from it, so the archive is scanned once for
@@ -223,7 +233,7 @@ class TriageData:
         sql = f"""
             SELECT job, host, rank, local_rank, count(*), min(epoch_ns(ts)), max(epoch_ns(ts)), max(step),
                    pid, arg_max(role, length(role))
-            FROM all_records {("WHERE " + " AND ".join(filters)) if filters else ""}
+            FROM {view} {("WHERE " + " AND ".join(filters)) if filters else ""}
             GROUP BY job, host, rank, local_rank, pid
         """
         return [Group(*row[:8], () if row[8] is None else (row[8],), row[9])
@@ -279,18 +289,23 @@ class TriageData:
         return self._tail(line.host, line.rank, line.ts, count, exclude=line)
 
     def step_at(self, line: Line) -> int | None:
-        """The training step `line`'s rank was at: the highest step its records named up to `line`.
+        """The training step `line`'s rank was at: the highest step its records named up to `line` —
+        the next one when that step's last record said it was over (``step 5 done``, ``finished
+        step 5``): the rank failed in the step after it (loading its batch, saving its checkpoint).
 
         torchelastic's ``error.json`` stamps whole seconds, so for it "up to" reaches the end of
         that second (the step line the rank wrote just before dying is in it).
         """
         until = line.ts + (SECOND_NS - 1 if line.format == "torchrun-error" else 0)
         rows = self.query(f"""
-            SELECT max(step) FROM records
+            SELECT step, regexp_matches(msg, {_sql_string(STEP_OVER)}) FROM records
             WHERE host = ? AND rank IS NOT DISTINCT FROM ? AND step IS NOT NULL
-              AND ts <= {_ts_literal(until + 1000)} AND ts >= {_ts_literal(until - TAIL_WINDOW_NS)}""",
-                          [line.host, line.rank])
-        return rows[0][0] if rows and rows[0][0] is not None else None
+              AND ts <= {_ts_literal(until + 1000)} AND ts >= {_ts_literal(until - TAIL_WINDOW_NS)}
+            ORDER BY step DESC, ts DESC, "offset" DESC LIMIT 1""", [line.host, line.rank])
+        if not rows:
+            return None
+        step, over = rows[0]
+        return step + 1 if over else step
 
     def last_lines(self, process: Process, count: int = LAST_LINES) -> list[Line]:
         """The last `count` records of a rank (or of the rank-less processes of a host), oldest first."""
@@ -318,8 +333,9 @@ class TriageData:
 
 
 def gather(data: TriageData, job: str | None = None, start_ns: int | None = None,
-           end_ns: int | None = None) -> TriageInput:
-    """One summary scan, the choice of the job, then the incidents scan."""
+           end_ns: int | None = None) -> list[TriageInput]:
+    """One summary scan, the jobs to judge (see the module docstring), then an incidents scan per job:
+    one :class:`TriageInput` per job, in the order of the jobs' newest records (newest first)."""
     started = time.perf_counter()
     groups = data.summary(start_ns, end_ns)
     timings = {"scan: ranks and jobs": time.perf_counter() - started}
@@ -334,25 +350,86 @@ def gather(data: TriageData, job: str | None = None, start_ns: int | None = None
     timings["identity join"] = time.perf_counter() - mark
     jobs = _jobs(groups)
     job_names = [name for name, _ in jobs]
-    notes: list[str] = []
     if job is not None and job not in job_names:
         from ..errors import UserError
 
         known = ", ".join(job_names[:10]) or "none"
         raise UserError(f"job {job!r} not found in {data.label} (jobs: {known})")
-    if job is None and jobs:
-        job = jobs[0][0]
-        if len(jobs) > 1:
-            notes.append(f"{len(jobs)} jobs in the data ({', '.join(job_names[:5])}{'…' if len(jobs) > 5 else ''}); "
-                         f"triaging {job!r}, the one with the newest record (choose with --job)")
-    mine = [g for g in groups if g.job is None or g.job == job]
-    single_host = len({g.host for g in mine}) <= 1
-    data.select([job] if job is not None else [], start_ns, end_ns, single_host)
-    mark = time.perf_counter()
-    incidents = data.incidents()
-    timings["scan: incidents"] = time.perf_counter() - mark
-    return TriageInput(job=job, jobs=job_names, incidents=incidents, processes=_processes(mine, single_host),
-                       notes=notes, data=data, timings=timings, worker_pids=workers)
+    selections = [Selection(job)] if job is not None else _selections(groups)
+    notes = _job_notes(selections, job_names) if job is None else []
+    out = []
+    for selection in selections:
+        mine = groups if len(selections) == 1 and selection.job_less == ALL else None
+        single_host = len({g.host for g in (mine if mine is not None else groups)}) <= 1
+        data.select(selection, start_ns, end_ns, single_host)
+        if mine is None:  # several groups: what this one holds, counted over its own records
+            mine = data.summary(view="records")
+            single_host = len({g.host for g in mine}) <= 1
+            data.select(selection, start_ns, end_ns, single_host)
+        mark = time.perf_counter()
+        incidents = data.incidents()
+        timings["scan: incidents"] = timings.get("scan: incidents", 0.0) + time.perf_counter() - mark
+        out.append(TriageInput(job=selection.job, jobs=job_names, incidents=incidents,
+                               processes=_processes(mine, single_host), notes=list(notes), data=data,
+                               timings=timings, worker_pids=workers, selection=selection,
+                               single_host=single_host))
+    return out
+
+
+ALL, SPAN, NONE, ONLY = "all", "span", "none", "only"
+SPAN_MARGIN_NS = 60 * SECOND_NS  # job-less lines this close to a job's span belong to it (launcher start/exit)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The records one verdict judges: a job's own records and which job-less records join them.
+
+    ``job_less``: ``none`` (only the job's own: ``--job``), ``all`` (the range holds no job id at all),
+    ``span`` (those within ``spans`` of the job), ``only`` (the job-less records outside every
+    job's span: ``job`` is None and ``spans`` are the other jobs')."""
+
+    job: str | None
+    job_less: str = NONE
+    spans: tuple[tuple[int, int], ...] = ()
+
+    def where(self) -> str:
+        inside = " OR ".join(f"ts BETWEEN {_ts_literal(a)} AND {_ts_literal(b)}" for a, b in self.spans)
+        if self.job is None:
+            if self.job_less == ONLY:
+                return f"job IS NULL AND NOT ({inside})" if inside else "job IS NULL"
+            return ""
+        mine = f"job = {_sql_string(self.job)}"
+        if self.job_less == ALL:
+            return f"({mine} OR job IS NULL)"
+        if self.job_less == SPAN and inside:
+            return f"({mine} OR (job IS NULL AND ({inside})))"
+        return mine
+
+
+def _selections(groups: list[Group]) -> list[Selection]:
+    """Every job of the range (newest first), and the job-less records no job's span takes in."""
+    jobs = _jobs(groups)
+    if not jobs:
+        return [Selection(None, ALL)]
+    spans: dict[str, tuple[int, int]] = {}
+    for g in groups:
+        if g.job is not None:
+            low, high = spans.get(g.job, (g.first_ts, g.last_ts))
+            spans[g.job] = (min(low, g.first_ts), max(high, g.last_ts))
+    padded = {name: (low - SPAN_MARGIN_NS, high + SPAN_MARGIN_NS) for name, (low, high) in spans.items()}
+    out = [Selection(name, SPAN, (padded[name],)) for name, _ in jobs]
+    everywhere = tuple(padded.values())
+    if any(g.job is None and not any(low <= g.first_ts and g.last_ts <= high for low, high in everywhere)
+           for g in groups):
+        out.append(Selection(None, ONLY, everywhere))
+    return out
+
+
+def _job_notes(selections: list[Selection], job_names: list[str]) -> list[str]:
+    if len(job_names) <= 1:
+        return []
+    shown = ", ".join(job_names[:5]) + ("…" if len(job_names) > 5 else "")
+    return [f"{len(job_names)} jobs in the data ({shown}): each is judged on its own (choose one with --job)"]
 
 
 @dataclass(frozen=True)
@@ -379,7 +456,7 @@ def _join_identity(data: TriageData, groups: list[Group], start_ns: int | None, 
     lent = Identity()
     for _ in range(2):
         found = build_identity(data.con, "all_records", [PidGroup(g.host, g.rank, g.pids[0] if g.pids else None,
-                                                                  g.role) for g in groups])
+                                                                  g.role, g.job) for g in groups])
         merged = lent.merged(found)
         if merged == lent:
             break

@@ -14,6 +14,8 @@ lines and the raylet's report of its death carry only the pid. So:
   ``ray::trainer_2:Trainer.__init__() (pid=27861, …)`` and ActorDiedError's ``pid: 29441`` /
   ``name: trainer_1`` lines. Those names are lent to the pid's records too.
 - **pid → host**: the one host the pid's records name, for its records that name none.
+- **pid → job**: the one job the pid's records (on that host) name, for its records that name none
+  (a worker's ``print`` lines beside its logger's records), so ``--job`` keeps them.
 - **worker id → pid**: Ray names a worker's files after its worker id and pid
   (``worker-<worker_id>-<job>-<pid>.err``, ``python-core-worker-<worker_id>_<pid>.log``), and the GCS
   and raylet name a dead worker by its worker id only (``worker id = …``, ``Worker ID: …``):
@@ -58,12 +60,14 @@ class Identity:
     host_by_source: dict[str, str] = field(default_factory=dict)
     nodes: dict[str, tuple[str, str]] = field(default_factory=dict)  # Ray node id -> (host, ip)
     pid_by_worker: dict[str, int] = field(default_factory=dict)  # Ray worker id -> pid
+    job_by_pid: dict[int, str] = field(default_factory=dict)
 
     def merged(self, other: Identity) -> Identity:
         """This identity with what `other` adds (what was lent before stays)."""
         return Identity({**other.rank_by_pid, **self.rank_by_pid}, {**other.role_by_pid, **self.role_by_pid},
                         {**other.host_by_pid, **self.host_by_pid}, {**other.host_by_source, **self.host_by_source},
-                        {**other.nodes, **self.nodes}, {**other.pid_by_worker, **self.pid_by_worker})
+                        {**other.nodes, **self.nodes}, {**other.pid_by_worker, **self.pid_by_worker},
+                        {**other.job_by_pid, **self.job_by_pid})
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class PidGroup:
     rank: int | None
     pid: int | None
     role: str | None
+    job: str | None = None
 
 
 def build_identity(con: duckdb.DuckDBPyConnection, view: str, groups: list[PidGroup]) -> Identity:
@@ -82,11 +87,17 @@ def build_identity(con: duckdb.DuckDBPyConnection, view: str, groups: list[PidGr
     ranks: dict[int, set[int]] = defaultdict(set)
     hosts: dict[int, set[str]] = defaultdict(set)
     roles: dict[int, str] = {}
+    jobs: dict[int, set[str]] = defaultdict(set)
     needs_rank: set[int] = set()
     needs_host: set[int] = set()
+    needs_job: set[int] = set()
     for g in groups:
         if g.pid is None:
             continue
+        if g.job is not None:
+            jobs[g.pid].add(g.job)
+        else:
+            needs_job.add(g.pid)
         if g.rank is not None:
             ranks[g.pid].add(g.rank)
         else:
@@ -100,6 +111,7 @@ def build_identity(con: duckdb.DuckDBPyConnection, view: str, groups: list[PidGr
     identity = Identity(
         rank_by_pid={pid: next(iter(r)) for pid, r in ranks.items() if len(r) == 1 and pid in needs_rank},
         host_by_pid={pid: next(iter(h)) for pid, h in hosts.items() if len(h) == 1 and pid in needs_host},
+        job_by_pid={pid: next(iter(j)) for pid, j in jobs.items() if len(j) == 1 and pid in needs_job},
     )
     # A role is lent where the pid's records disagree on it (a class name beside the full actor name).
     seen_roles: dict[int, set[str | None]] = defaultdict(set)
@@ -168,7 +180,8 @@ def joined_view_sql(base: str) -> str:
             CASE WHEN p.role IS NOT NULL AND (r.role IS NULL OR length(p.role) > length(r.role))
                  THEN p.role ELSE r.role END AS role,
             CASE WHEN r.host IS NULL OR r.host = '{UNKNOWN_HOST}'
-                 THEN coalesce(s.host, p.host, r.host) ELSE r.host END AS host)
+                 THEN coalesce(s.host, p.host, r.host) ELSE r.host END AS host,
+            coalesce(r.job, p.job) AS job)
         FROM {base} r
         LEFT JOIN identity_pid p ON r.pid = p.pid
         LEFT JOIN identity_source s ON r.source = s.source
@@ -179,12 +192,14 @@ def register(con: duckdb.DuckDBPyConnection, identity: Identity) -> None:
     """The identity maps as the tables :func:`joined_view_sql` joins."""
     import pyarrow as pa
 
-    pids = sorted(set(identity.rank_by_pid) | set(identity.role_by_pid) | set(identity.host_by_pid))
+    pids = sorted(set(identity.rank_by_pid) | set(identity.role_by_pid) | set(identity.host_by_pid)
+                  | set(identity.job_by_pid))
     con.register("identity_pid", pa.table({
         "pid": pa.array(pids, pa.int32()),
         "rank": pa.array([identity.rank_by_pid.get(p) for p in pids], pa.int32()),
         "role": pa.array([identity.role_by_pid.get(p) for p in pids], pa.string()),
         "host": pa.array([identity.host_by_pid.get(p) for p in pids], pa.string()),
+        "job": pa.array([identity.job_by_pid.get(p) for p in pids], pa.string()),
     }))
     sources = sorted(identity.host_by_source)
     con.register("identity_source", pa.table({

@@ -38,11 +38,20 @@ def _incident_dict(inc: Incident) -> dict[str, Any]:
             "template": inc.template}
 
 
+def job_verdict(triage: Triage) -> dict[str, Any]:
+    """One judged job in a line of data: what ``jobs_judged`` lists (and the report's jobs table)."""
+    v = triage.verdict
+    return {"job": triage.job, "status": v.status, "summary": v.summary, "category": v.category, "ranks": v.ranks,
+            "hosts": v.hosts, "step": v.step, "confidence": v.confidence}
+
+
 def to_dict(triage: Triage) -> dict[str, Any]:
-    """The whole result as plain JSON-able data (``ranklog triage --json``)."""
+    """The whole result as plain JSON-able data (``ranklog triage --json``): the job shown first in
+    full, and every judged job's verdict in ``jobs_judged`` (that job first)."""
     v, ev = triage.verdict, triage.evidence
     return {
         "source": triage.source, "job": triage.job, "jobs": triage.jobs,
+        "jobs_judged": [job_verdict(t) for t in triage.all], "exit_code": triage.exit_code,
         "verdict": {
             "status": v.status, "category": v.category, "ranks": v.ranks, "ranks_text": format_ranks(v.ranks),
             "hosts": v.hosts, "summary": v.summary, "confidence": v.confidence, "reasons": v.reasons,
@@ -148,6 +157,14 @@ def render(triage: Triage, console: Console) -> None:
 
     for note in ev.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
+    if triage.others:
+        table = Table(title="Other jobs in the range (each judged on its own; --job shows one in full)",
+                      title_justify="left")
+        for column in ("job", "status", "verdict"):
+            table.add_column(column, overflow="fold")
+        for other in triage.others:
+            add_row(table, other.job or "(records without a job id)", other.verdict.status, other.verdict.summary)
+        console.print(table)
 
     if ev.templates:
         table = Table(title="Error templates (identical messages collapsed across ranks)", title_justify="left")
@@ -237,6 +254,8 @@ def triage_lines(document: dict[str, Any]) -> list[str]:
     lines += [f"before: {line['ts']} {line['level']} {(line['msg'] or '').splitlines()[0] if line['msg'] else ''}"
               for line in v["before"]]
     lines += [f"note: {note}" for note in ev["notes"]]
+    lines += [f"other job: {other['job'] or '(records without a job id)'} {other['status']}: {other['summary']}"
+              for other in document["jobs_judged"][1:]]
     for group in ev["templates"]:
         lines.append(f"template: ranks {group['ranks'] or '-'} count {group['count']} {group['category'] or '-'}"
                      f"{' (consequence)' if group['consequence'] else ''}: {group['template']}")

@@ -33,13 +33,15 @@ from .gather import Line, Process, TriageData
 from .templates import describe_ranks
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
+FAILURE = "failure"
+DEGRADED = "degraded"  # no failure, but a rank (or the whole job) got slower: a straggler
 NO_FAILURE = "no failure"
 NO_DATA = "no data"
 
 
 @dataclass
 class Verdict:
-    status: str  # "failure" | "no failure" | "no data"
+    status: str  # "failure" | "degraded" | "no failure" | "no data"
     category: str | None
     ranks: list[int]
     hosts: list[str]
@@ -57,14 +59,14 @@ def decide(evidence: Evidence, data: TriageData | None = None) -> Verdict:
     """The verdict for `evidence`; `data` (when given) supplies the lines before the decisive record."""
     verdict = (_from_causes(evidence) or _from_errors(evidence) or _from_silence(evidence)
                or _from_seqnums(evidence) or _from_consequences(evidence) or _healthy(evidence))
-    if verdict.step is None and verdict.ranks:
-        verdict.step = _reached_step(evidence, verdict.ranks)
     if data is not None and verdict.decisive is not None:
         verdict.before = data.lines_before(verdict.decisive)
         if verdict.step is None and verdict.decisive.rank is not None:
             verdict.step = data.step_at(verdict.decisive)
     elif data is not None and verdict.subject is not None:
         verdict.before = data.last_lines(verdict.subject)
+    if verdict.step is None and verdict.ranks:
+        verdict.step = _reached_step(evidence, verdict.ranks)
     return verdict
 
 
