@@ -36,6 +36,9 @@ INT32_FIELDS = ("pid", "rank", "local_rank")
 INT64_FIELDS = ("step", "seq", "offset")
 # Low-cardinality string columns: dictionary-encoded in Parquet.
 DICTIONARY_FIELDS = ("level", "logger", "host", "ip", "job", "role", "source", "source_id", "format")
+# The `format` of ranklog's own verdict records (`ranklog triage --annotate`): stored beside the logs
+# for Grafana's annotations, but no log line, so queries and triage leave them out unless asked.
+ANNOTATION_FORMAT = "triage"
 
 # Arrow ingest bodies may declare, in their schema metadata under this key, the byte spans they
 # cover completely: JSON ``[[source_id, start, end], …]`` — every record of `source_id` starting in

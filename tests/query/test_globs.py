@@ -23,7 +23,7 @@ def _matches(pattern: str, names: list[str]) -> list[str]:
 
 
 def _select(hosts: tuple[str, ...]) -> list[str]:
-    table = pa.table({"host": pa.array(HOSTS, pa.string())})
+    table = pa.table({"host": pa.array(HOSTS, pa.string()), "format": pa.array(["text"] * len(HOSTS))})
     expr = QuerySpec(hosts=hosts).expression()
     return ds.dataset(table).to_table(filter=expr).column("host").to_pylist()
 

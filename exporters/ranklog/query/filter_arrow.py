@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
-from ..record import ns_to_ts
+from ..record import ANNOTATION_FORMAT, ns_to_ts
 from .filter_attrs import parse_attr
 from .globs import glob_to_re2, split_literal
 
@@ -22,7 +22,7 @@ FILTER_COLUMNS: dict[str, tuple[str, ...]] = {
     "start_ns": ("ts",), "end_ns": ("ts",), "levels": ("level",), "hosts": ("host",), "loggers": ("logger",),
     "ips": ("ip",), "jobs": ("job",), "trace_ids": ("trace_id",), "pids": ("pid",), "ranks": ("rank",),
     "step_min": ("step",), "step_max": ("step",), "contains": ("msg", "exc"), "regex": ("msg", "exc"),
-    "attrs": ("attrs",), "line_filters": ("msg", "exc"),
+    "attrs": ("attrs",), "line_filters": ("msg", "exc"), "annotations": ("format",),
     "label_matchers": (),  # the columns are the matchers' own: QuerySpec.filter_columns adds them
 }
 
@@ -99,6 +99,9 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
     if text is not None:
         parts.append(text)
     parts += [matcher_expression(name, op, value) for name, op, value in spec.label_matchers]
+    if not spec.annotations and not any(name == "format" for name, _, _ in spec.label_matchers):
+        # triage's verdict records are not logs (they would count as the errors they describe)
+        parts.append(ds.field("format") != pa.scalar(ANNOTATION_FORMAT, pa.string()))
     parts += [line_filter_condition(op, pattern, ds.field("msg"), ds.field("exc")) for op, pattern in spec.line_filters]
     for item in spec.attrs:
         key, _ = parse_attr(item)

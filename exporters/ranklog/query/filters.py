@@ -19,6 +19,9 @@ Decisions where the spec is silent (also in ``ranklog query --help``):
 - ``--attr k=v`` matches when the JSON ``attrs`` has key ``k`` (a dotted path reaches into nested
   objects) whose value, as text, equals ``v``; ``--attr k`` only requires the key.
 - Several values of one filter are OR-ed; different filters are AND-ed.
+- ``ranklog triage --annotate``'s verdict records (``format="triage"``) are left out unless the spec
+  asks for them: ``annotations`` true, or a ``format`` label matcher (Grafana's annotation query
+  ``{format="triage"}``). They describe the logs; counted as logs they would change the next answer.
 - ``label_matchers`` and ``line_filters`` carry a LogQL selection (the archive's Loki API) to the same
   engine: ``(label, op, value)`` with Loki's ``= != =~ !~`` over job, host, rank, local_rank, role,
   level, format, trace_id (a missing value is "") and the labels Loki derives from two of them,
@@ -76,6 +79,7 @@ class QuerySpec:
     order: tuple[str, ...] = ("ts",)
     label_matchers: tuple[tuple[str, str, str], ...] = ()
     line_filters: tuple[tuple[str, str], ...] = ()
+    annotations: bool = False  # also triage's verdict records (see the module docstring)
 
     def __post_init__(self) -> None:
         if self.start_ns is not None and self.end_ns is not None and self.end_ns <= self.start_ns:

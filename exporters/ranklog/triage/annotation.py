@@ -7,6 +7,9 @@ the dashboard; the time of triage when there is none), ``msg`` the verdict in on
 category, confidence and reasons. Its key (``source_id = "triage:<job>"``, ``offset`` = a hash of the
 verdict) makes a repeated triage of the same failure a duplicate, not a second annotation.
 The training dashboard's annotation query is ``{format="triage", job=~"$training_job"}``.
+
+These records are no log lines: queries leave them out unless they ask for ``format="triage"``, and
+triage never reads them (:mod:`.gather`), so an annotated verdict does not feed the next one.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ import time
 from typing import Any
 
 from ..errors import UserError
-from ..record import format_ts
+from ..record import ANNOTATION_FORMAT, format_ts
 
-TRIAGE_FORMAT = "triage"
+TRIAGE_FORMAT = ANNOTATION_FORMAT
 
 
 def verdict_record(triage: Any) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..record import ns_to_ts
+from ..record import ANNOTATION_FORMAT, ns_to_ts
 from .identity import worker_pids
 
 if TYPE_CHECKING:
@@ -494,7 +494,8 @@ def _processes(groups: list[Group], single_host: bool) -> list[Process]:
 
 
 def _time_filters(start_ns: int | None, end_ns: int | None) -> list[str]:
-    filters = []
+    """The time range, and never triage's own verdict records (``--annotate``): a verdict is no evidence."""
+    filters = [f"format <> {_sql_string(ANNOTATION_FORMAT)}"]
     if start_ns is not None:
         filters.append(f"ts >= {_ts_literal(start_ns)}")
     if end_ns is not None:
