@@ -39,6 +39,10 @@ DICTIONARY_FIELDS = ("level", "logger", "host", "ip", "job", "role", "source", "
 # The `format` of ranklog's own verdict records (`ranklog triage --annotate`): stored beside the logs
 # for Grafana's annotations, but no log line, so queries and triage leave them out unless asked.
 ANNOTATION_FORMAT = "triage"
+# Where a record's `attrs` hold training metrics: the top level (the logger's ``extra=`` fields) or
+# one of these objects (verl's JSONL ``{"step": N, "data": {…}}``). The agent's metrics and the
+# report read them the same way.
+METRIC_CONTAINERS = ("data", "metrics")
 
 # Arrow ingest bodies may declare, in their schema metadata under this key, the byte spans they
 # cover completely: JSON ``[[source_id, start, end], …]`` — every record of `source_id` starting in

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,17 @@ def test_every_job_is_judged_and_the_failure_comes_first(job42_beside_another_ru
     assert judged == {("job42", "no failure"), (None, "failure")}
     assert result["jobs_judged"][0]["status"] == "failure"
     assert result["verdict"]["category"] == "non-finite loss/gradients"
+
+
+def test_report_reads_metrics_logged_as_extra_fields(job42_beside_another_run, tmp_path):
+    page = tmp_path / "report.html"
+    code, _, err = _ranklog("report", "--log_dir", str(job42_beside_another_run), "--job", "job42", "-o", str(page))
+    assert code == 0, err
+    payload = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page.read_text(), re.S)
+    curves = json.loads(payload.group(1).replace("<\\/", "</"))["curves"]
+    assert [step for step, _, _ in curves["loss"]] == list(range(1, 21))
+    assert curves["loss"][1][1] == pytest.approx(1.0)  # step 2: loss 2.0 / 2 on every rank
+    assert curves["throughput"][0][1] == pytest.approx(3101.0)
 
 
 @pytest.fixture(scope="module")

@@ -32,10 +32,10 @@ from typing import Any
 from .. import signatures
 from ..metrics import LabelBudget
 from ..parse.arrowbytes import values_as_one
+from ..record import METRIC_CONTAINERS
 from ..record import ts_ns as ts_nanoseconds
 
 _LOOKAROUND = re.compile(r"\(\?<?[!=][^)]*\)")
-_METRIC_CONTAINERS = ("data", "metrics")
 _NON_FINITE = frozenset({"nan", "inf", "-inf", "+inf", "infinity", "-infinity"})
 
 
@@ -162,7 +162,7 @@ class BatchSummarizer:
         Non-finite values arrive as strings (``"nan"``, ``"inf"``: JSON has no spelling for them) and
         are exported as such — a NaN loss is exactly what an alert wants to see.
         """
-        scopes = [attrs] + [attrs[k] for k in _METRIC_CONTAINERS if isinstance(attrs.get(k), dict)]
+        scopes = [attrs] + [attrs[k] for k in METRIC_CONTAINERS if isinstance(attrs.get(k), dict)]
         for scope in scopes:
             for name, value in scope.items():
                 if name not in self.allowed or isinstance(value, bool):

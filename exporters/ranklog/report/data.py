@@ -2,17 +2,22 @@
 
 - log volume per node over time: record counts per host in about :data:`TIME_BUCKETS` buckets;
 - training curves read from the logs: loss and throughput per step, averaged over ranks. Values
-  come from `attrs` (the logger's ``extra=`` fields, verl JSONL) when present, else from the text
-  (``loss 0.25``, ``loss=0.25``, verl's ``step:12 - actor/pg_loss:0.25 - perf/throughput:1532``).
+  come from `attrs` when present — the logger's ``extra=`` fields at its top level
+  (``log.info("step done", extra={"loss": l})``) or under ``data``/``metrics`` (verl JSONL), read
+  as the agent's ``ranklog_training_metric`` reads them, whatever the message says — else from the
+  text (``loss 0.25``, ``loss=0.25``, verl's ``step:12 - actor/pg_loss:0.25 - perf/throughput:1532``).
   The step is the record's `step`, else ``step N`` / ``step:N`` in the text. Non-finite values
   are kept apart (they are marked on the plot, not drawn as a line).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any
 
+from ..record import METRIC_CONTAINERS
 from ..triage.gather import TriageData
 
 TIME_BUCKETS = 120
@@ -20,8 +25,10 @@ _NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|nan|NaN|-?inf)"
 _LOSS_TEXT = r"(?:^|[\s/_-])(?:pg_)?loss[=: ]+" + _NUMBER
 _TPUT_TEXT = r"(?:throughput|tokens_per_sec|tokens/s)[=: ]+" + _NUMBER
 _STEP_TEXT = r"\bstep[=: ]+([0-9]+)"
-_LOSS_ATTRS = ("loss", "actor/pg_loss", "train/loss", "train_loss")
+_LOSS_ATTRS = ("loss", "actor/pg_loss", "train/loss", "training/loss", "train_loss")
 _TPUT_ATTRS = ("throughput", "perf/throughput", "tokens_per_second")
+# Records whose attrs may hold one of them (a cheap test before the JSON is read).
+_METRIC_KEYS = "|".join(re.escape(json.dumps(key)) for key in _LOSS_ATTRS + _TPUT_ATTRS)
 
 
 def corrected_ts_sql(offsets: dict[str, int]) -> str:
@@ -54,7 +61,10 @@ def volume_by_node(data: TriageData, offsets: dict[str, int] | None = None) -> d
 
 
 def _attr_number(keys: tuple[str, ...]) -> str:
-    parts = [f"TRY_CAST(json_extract_string(attrs, '$.\"{key}\"') AS DOUBLE)" for key in keys]
+    """The first of `keys` found in attrs (top level first, then each metric container), as a number."""
+    scopes = ["$"] + [f"$.{container}" for container in METRIC_CONTAINERS]
+    parts = [f"TRY_CAST(json_extract_string(attrs, '{scope}.\"{key}\"') AS DOUBLE)"
+             for scope in scopes for key in keys]
     return "coalesce(" + ", ".join(parts) + ")"
 
 
@@ -67,6 +77,7 @@ def training_curves(data: TriageData) -> dict[str, list[list[float | None]]]:
                    coalesce({loss_attr}, TRY_CAST(regexp_extract(msg, '{_LOSS_TEXT}', 1) AS DOUBLE)) AS loss,
                    coalesce({tput_attr}, TRY_CAST(regexp_extract(msg, '{_TPUT_TEXT}', 1) AS DOUBLE)) AS tput
             FROM records WHERE regexp_matches(msg, '(?i)loss|throughput|tokens')
+               OR (attrs IS NOT NULL AND regexp_matches(attrs, {_sql_string(_METRIC_KEYS)}))
         )
         SELECT s,
                avg(loss) FILTER (WHERE isfinite(loss)), count(*) FILTER (WHERE loss IS NOT NULL AND NOT isfinite(loss)),
