@@ -28,6 +28,7 @@ from typing import Any
 from tests.helpers.agent_proc import running_agent
 from tests.helpers.archive_proc import read_archive, running_archive
 from tests.helpers.procs import ranklog_cmd
+from tests.helpers.triage_exit import expected_exit
 from tests.scenarios.library import restore_mtimes
 
 ROOT = Path(__file__).resolve().parent
@@ -75,10 +76,15 @@ def scenarios() -> list[Scenario]:
 
 
 def _triage(*source: str) -> dict[str, Any]:
+    """``ranklog triage … --json``; its exit status must be the one its verdict documents."""
     done = subprocess.run(ranklog_cmd("triage", *source, "--json"), capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
+    if done.returncode not in (0, 1, 3):
         raise RuntimeError(f"ranklog triage {' '.join(source)} exited {done.returncode}: {done.stderr[-2000:]}")
-    return json.loads(done.stdout)
+    result = json.loads(done.stdout)
+    if done.returncode != expected_exit(result):
+        raise RuntimeError(f"ranklog triage {' '.join(source)} exited {done.returncode} for "
+                           f"{[j['status'] for j in result['jobs_judged']]}")
+    return result
 
 
 def triage_raw(scenario: Scenario) -> dict[str, Any]:
