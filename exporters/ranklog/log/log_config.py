@@ -8,7 +8,7 @@ logs without touching code; explicit arguments in code are the most specific and
 Environment variables: ``RANKLOG_ENABLED``, ``RANKLOG_LEVEL``, ``RANKLOG_FORMAT``,
 ``RANKLOG_LOG_DIR``, ``RANKLOG_ROTATION``, ``RANKLOG_RETENTION``, ``RANKLOG_JOB`` (the job is read
 by :mod:`ranklog.log.process_identity`), ``RANKLOG_QUEUE_SIZE``, ``RANKLOG_FLUSH_INTERVAL``,
-``RANKLOG_CONSOLE`` (the stderr echo: :mod:`ranklog.log.console`).
+``RANKLOG_CONSOLE`` (the stderr echo: :mod:`ranklog.log.console`), ``RANKLOG_FLIGHT_RECORDER``.
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ class LoggingConfig:
     queue_size: int = field(default=65536, metadata={"help": "records below WARNING beyond this are dropped"})
     flush_interval: float = field(default=0.2, metadata={"unit": "duration",
                                                          "help": "longest time a record waits before it is written"})
+    flight_recorder: bool = field(default=False, metadata={
+        "help": "record torch collectives (TORCH_FR_BUFFER_SIZE) and dump them beside the rank's logs when it dies "
+                "or gets SIGTERM (ranklog.log.flight_recorder)"})
 
     def validate(self) -> None:
         if self.level not in LEVEL_NAMES:
@@ -105,6 +108,7 @@ _ENV_KEYS = {
     "enabled": "RANKLOG_ENABLED", "level": "RANKLOG_LEVEL", "format": "RANKLOG_FORMAT", "log_dir": "RANKLOG_LOG_DIR",
     "rotation": "RANKLOG_ROTATION", "retention": "RANKLOG_RETENTION", "job": "RANKLOG_JOB",
     "queue_size": "RANKLOG_QUEUE_SIZE", "flush_interval": "RANKLOG_FLUSH_INTERVAL", "console": "RANKLOG_CONSOLE",
+    "flight_recorder": "RANKLOG_FLIGHT_RECORDER",
 }
 
 

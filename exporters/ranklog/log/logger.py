@@ -232,6 +232,10 @@ def configure(config: LoggingConfig | dict[str, Any] | str | None = None, **over
             logger._rl_refresh()
     if new.enabled:
         install_sigterm_flush(flush)
+        if new.flight_recorder:
+            from .flight_recorder import enable
+
+            enable(new.log_dir, new.job)
     return new
 
 

@@ -7,7 +7,8 @@ still has its default action, ranklog installs a handler that writes what is que
 ``FLUSH_TIMEOUT`` seconds), restores the default action and sends SIGTERM again: the process dies
 as before, with the same "killed by SIGTERM" status. A handler installed by the application (before
 or after) is never replaced or wrapped; such handlers usually exit through ``sys.exit``, which
-runs ``atexit`` and flushes anyway.
+runs ``atexit`` and flushes anyway. Work that must happen before the flush (the flight recorder's
+dump, :mod:`.flight_recorder`) registers with :func:`before_termination`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 FLUSH_TIMEOUT = 2.0
+_BEFORE: list[Callable[[], object]] = []
+
+
+def before_termination(callback: Callable[[], object]) -> None:
+    """Run `callback` when SIGTERM arrives, before the flush (a failing callback is ignored)."""
+    _BEFORE.append(callback)
 
 
 def install_sigterm_flush(flush: Callable[[float], object]) -> bool:
@@ -31,6 +38,11 @@ def install_sigterm_flush(flush: Callable[[float], object]) -> bool:
 
         def handler(signum: int, _frame: Any) -> None:
             try:
+                for callback in _BEFORE:
+                    try:
+                        callback()
+                    except Exception:
+                        pass
                 flush(FLUSH_TIMEOUT)
             finally:
                 signal.signal(signum, signal.SIG_DFL)
