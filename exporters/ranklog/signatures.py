@@ -47,7 +47,8 @@ BY_NAME: dict[str, Signature] = {sig.name: sig for sig in SIGNATURES}
 CATEGORIES: tuple[str, ...] = (
     "CUDA OOM", "CUDA error", "NCCL error", "NCCL/collective timeout", "Ray actor death", "host OOM kill",
     "non-finite loss/gradients", "killed (SIGKILL)", "uncaught exception", "hang/silence", "terminated by signal",
-    "unknown",
+    "disk full/quota", "data loader worker died", "storage connection lost", "checkpoint save failed",
+    "checkpoint load failed", "node lost", "straggler", "slow-down", "unknown",
 )
 
 
