@@ -21,6 +21,7 @@ class Signature:
     pattern: str  # regex, searched in msg + exc
     consequence: bool = False  # typically caused by another rank's failure
     priority: int = 50  # higher wins when several signatures match one record
+    lasting: bool = False  # a run that ends well is still broken by it (a NaN loss)
 
 
 SIGNATURE_FILE = Path(__file__).with_name("signatures.txt")
@@ -37,7 +38,8 @@ def _load(path: Path) -> tuple[Signature, ...]:
         fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith("#"))
         if fields:
             signatures.append(Signature(fields["name"], fields["category"], fields["pattern"],
-                                        fields.get("consequence", "no") == "yes", int(fields["priority"])))
+                                        fields.get("consequence", "no") == "yes", int(fields["priority"]),
+                                        fields.get("lasting", "no") == "yes"))
     return tuple(signatures)
 
 

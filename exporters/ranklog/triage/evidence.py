@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 
 from .. import signatures
 from ..signatures import Signature
+from .chain import classify
+from .flight_recorder import Stuck
 from .gather import KEYWORDS, Line, Process, TriageInput
+from .node_loss import LostNode, lost_nodes
+from .progress import step_matrix
+from .straggler import Straggler, find
 from .templates import template_of
 
 SECOND = 1_000_000_000
@@ -64,6 +69,8 @@ class Incident:
     rank: int | None  # the rank it is about (a victim named by a driver/raylet record, else the writer's)
     host: str
     aftermath: bool = False  # written after this rank's own timeout/peer loss: part of the consequence
+    context: tuple[str, ...] = ()  # categories of the other exceptions of its chained traceback
+    recovered: bool = False  # its rank reached a later step afterwards: it got past it (a retry worked)
 
     @property
     def category(self) -> str | None:
@@ -79,8 +86,10 @@ class Incident:
 
     @property
     def handled(self) -> bool:
-        """The writer recovers from it: a retry notice, or a consequence logged only as a WARNING."""
-        return _RETRIED.search(self.line.msg) is not None or (self.consequence and self.line.level == "WARNING")
+        """The writer recovers from it: a retry notice, a consequence logged only as a WARNING, or an
+        error its rank got past (it reached a later step)."""
+        return (self.recovered or _RETRIED.search(self.line.msg) is not None
+                or (self.consequence and self.line.level == "WARNING"))
 
     @property
     def is_error(self) -> bool:
@@ -129,6 +138,15 @@ class Evidence:
     processes: list[Process]
     unclassified_errors: int
     notes: list[str] = field(default_factory=list)
+    lost: list[LostNode] = field(default_factory=list)  # hosts whose processes all stopped at once, silently
+    stuck: list[Stuck] = field(default_factory=list)  # collectives some ranks never entered (flight recorder)
+    straggler: Straggler | None = None  # a rank (or the job) that got slower (.straggler)
+    launcher: list[tuple[str, bool, str]] = field(default_factory=list)  # (host, succeeded, line) per launcher report
+
+    @property
+    def launcher_succeeded(self) -> bool:
+        """The launchers said the job ended well, and none said otherwise."""
+        return bool(self.launcher) and all(ok for _, ok, _ in self.launcher)
 
     def ranked_processes(self) -> list[Process]:
         return [p for p in self.processes if p.rank is not None]
@@ -137,28 +155,44 @@ class Evidence:
 def collect(data: TriageInput) -> Evidence:
     """All evidence for `data` (see the module docstring)."""
     processes = data.processes
-    matched = [(line, signatures.match(line.text) if _may_match(line) else None) for line in data.incidents]
+    classified = [classify(line.text) if _may_match(line) else (None, ()) for line in data.incidents]
+    matched = [(line, sig) for line, (sig, _) in zip(data.incidents, classified, strict=True)]
     seqnums = _seqnums(matched, processes)
     offsets, anchor, uncertainty = _clock_offsets(matched, processes, seqnums)
     by_pid = _pid_index(processes)
     incidents = []
-    for line, sig in matched:
+    for line, (sig, context) in zip(data.incidents, classified, strict=True):
         rank, host = _subject(line, sig, by_pid, data.worker_pids)
         adj = line.ts - offsets.get(line.host, 0)
-        incidents.append(Incident(line, sig, template_of(line.msg), adj, rank, host))
+        incidents.append(Incident(line, sig, template_of(line.msg), adj, rank, host, context=context))
     incidents.sort(key=lambda inc: inc.adj_ts)
+    matrix = step_matrix(data.progress, data.single_host, offsets)
+    _mark_recovered(incidents, matrix, max(uncertainty, MIN_UNCERTAINTY))
     _mark_aftermath(incidents)
     timeline = _timeline(incidents)
     silent = _silent(incidents, processes, offsets, seqnums)
     unclassified = sum(1 for inc in incidents if inc.signature is None and inc.line.level in ("ERROR", "CRITICAL"))
     return Evidence(incidents=incidents, templates=_templates(incidents), timeline=timeline, seqnums=seqnums,
                     silent=silent, offsets=offsets, offset_anchor=anchor, uncertainty_ns=uncertainty,
-                    processes=processes, unclassified_errors=unclassified, notes=list(data.notes))
+                    processes=processes, unclassified_errors=unclassified, notes=list(data.notes),
+                    lost=lost_nodes(incidents, processes, offsets, uncertainty), stuck=list(data.stuck),
+                    straggler=find(matrix), launcher=list(data.launcher))
 
 
 def _may_match(line: Line) -> bool:
     """A plain warning without failure keywords cannot match a signature: skip the 15 regexes."""
     return line.level != "WARNING" or line.exc is not None or _KEYWORDS.search(line.msg) is not None
+
+
+def _mark_recovered(incidents: list[Incident], matrix, margin_ns: int) -> None:
+    """An error after which its rank reached a later step was got past (a retried upload, a storage
+    hiccup, an OOM caught and retried with a smaller batch): noise, never a root cause. Not a lasting
+    cause: a NaN loss stays a failure while the run goes on."""
+    if matrix is None:
+        return
+    for inc in incidents:
+        if inc.is_error and inc.rank is not None and not (inc.signature and inc.signature.lasting):
+            inc.recovered = matrix.went_on(inc.host, inc.rank, inc.adj_ts, margin_ns)
 
 
 def _mark_aftermath(incidents: list[Incident]) -> None:

@@ -37,13 +37,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..record import ANNOTATION_FORMAT, ns_to_ts
+from .flight_recorder import LOGGER as FR_LOGGER
 from .identity import worker_pids
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
+    from .flight_recorder import Stuck
     from .identity import Identity
+    from .progress import Progress
 
 INCIDENTS_PER_RANK = 100
 WARNINGS_PER_RANK = 5
@@ -56,12 +59,18 @@ KEYWORDS = (
     r"Error|Exception|Traceback|error:|CUDA|NCCL|\b[Nn]a[Nn]\b|\b-?inf\b|not finite|non-finite|[Kk]illed"
     r"|[Tt]imed out|[Tt]imeout|died|dead|OOM|out of memory|Connection (?:closed|reset)|SIG[A-Z]{3,4}\b|exitcode"
 )
+# What launchers print when the job ended: torchelastic's agent, Ray's job manager, Ray Train's
+# controller, a process reporting its exit status. Only records without a rank are looked at.
+LAUNCHER_SUCCEEDED = (r"WorkerState\.SUCCEEDED|worker group successfully finished|Job '[^']+' succeeded"
+                      r"|[Tt]raining (?:run )?(?:finished|completed) successfully|exited with (?:exit )?(?:code|status) 0\b")
+LAUNCHER_FAILED = (r"WorkerState\.FAILED|ChildFailedError|Job '[^']+' failed|[Tt]raining (?:run )?failed"
+                   r"|exited with (?:exit )?(?:code|status) -?[1-9]")
 # A step record that says its step is over: what the rank does next belongs to the next step.
 STEP_OVER = r"(?i)\b(?:done|finished|completed?|ended|end of)\b"
 # DuckDB reads only the columns a query uses.
 NONFINITE = r"(?i)\b(?:nan|-?inf)\b"  # non-finite metrics in verl console lines (INFO)
-COLUMNS = ("ts", "level", "msg", "exc", "host", "rank", "local_rank", "pid", "role", "job", "step", "source",
-           "source_id", "offset", "format", "attrs")
+COLUMNS = ("ts", "level", "msg", "exc", "logger", "host", "rank", "local_rank", "pid", "role", "job", "step",
+           "source", "source_id", "offset", "format", "attrs")
 _LINE_SELECT = ("epoch_ns(ts) AS ts_ns, level, msg, exc, host, rank, pid, role, step, source, \"offset\", format")
 
 
@@ -118,6 +127,9 @@ class TriageInput:
     single_host: bool = False
     start_ns: int | None = None
     end_ns: int | None = None
+    progress: Progress | None = None  # the step buckets of this selection's processes (.progress)
+    stuck: list[Stuck] = field(default_factory=list)  # what its flight recorder dumps say
+    launcher: list[tuple[str, bool, str]] = field(default_factory=list)  # how its launchers said it ended
 
 
 class TriageData:
@@ -128,6 +140,8 @@ class TriageData:
         self.label = label
         self._selected = False
         self._joined = False
+        self.progress: Progress | None = None  # the step buckets of the last summary scan
+        self._flight: bool | None = None
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -227,17 +241,24 @@ class TriageData:
 
         Jobs, hosts and per-rank statistics all come from it, so the archive is scanned once for
         them, before the job is chosen; the pids feed the identity join (:mod:`.identity`). The role
-        is the fullest name the group's records give (a Ray actor's name over its class).
+        is the fullest name the group's records give (a Ray actor's name over its class). The scan
+        groups by step bucket too (:mod:`.progress`): :attr:`progress` holds those rows.
         """
+        from .progress import PROGRESS_COLUMNS, Progress, duration_keys, progress_sql, step_width
+
         filters = _time_filters(start_ns, end_ns)
-        sql = f"""
-            SELECT job, host, rank, local_rank, count(*), min(epoch_ns(ts)), max(epoch_ns(ts)), max(step),
-                   pid, arg_max(role, length(role))
-            FROM {view} {("WHERE " + " AND ".join(filters)) if filters else ""}
-            GROUP BY job, host, rank, local_rank, pid
-        """
-        return [Group(*row[:8], () if row[8] is None else (row[8],), row[9])
-                for row in self.con.execute(sql).fetchall()]
+        where = ("WHERE " + " AND ".join(filters)) if filters else ""
+        width = step_width(self.con, view, where)
+        keys = duration_keys(self.con, view, where)
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE progress AS {progress_sql(view, where, width, keys)}")
+        rows = self.con.execute("""
+            SELECT job, host, rank, local_rank, sum(n)::BIGINT, min(first_ns), max(last_ns), max(step_hi), pid,
+                   arg_max(role, length(role))
+            FROM progress GROUP BY job, host, rank, local_rank, pid""").fetchall()
+        table = self.con.sql(f"SELECT {', '.join(PROGRESS_COLUMNS)} FROM progress WHERE bucket IS NOT NULL "
+                             "ORDER BY host, rank, local_rank, bucket").to_arrow_table()
+        self.progress = Progress(table, width, keys)
+        return [Group(*row[:8], () if row[8] is None else (row[8],), row[9]) for row in rows]
 
     def join_identity(self, identity: Identity) -> None:
         """Lend rank, role and host across files (:mod:`.identity`): ``all_records`` becomes the
@@ -284,6 +305,30 @@ class TriageData:
         """
         return [_line(row) for row in self.query(sql)]
 
+    def has_flight_records(self) -> bool:
+        """Whether any record is a flight recorder dump (one cheap look: the logger column's statistics)."""
+        if self._flight is None:
+            self._flight = bool(self.con.execute(
+                f"SELECT 1 FROM all_records WHERE logger = {_sql_string(FR_LOGGER)} LIMIT 1").fetchall())
+        return self._flight
+
+    def flight_recorder(self, selection: Selection | None, start_ns: int | None, end_ns: int | None) -> list[Stuck]:
+        """What the selection's flight recorder dumps say (:mod:`.flight_recorder`)."""
+        from .flight_recorder import stuck_groups
+
+        where = [*_time_range(start_ns, end_ns), *([selection.where()] if selection and selection.where() else [])]
+        return stuck_groups(self, " AND ".join(where))
+
+    def launcher_reports(self) -> list[tuple[str, bool, str]]:
+        """(host, succeeded, line) for each report of a launcher on how the job ended, oldest first
+        (records without a rank only: a rank's own text never speaks for the job)."""
+        rows = self.query(f"""
+            SELECT host, regexp_matches(msg, {_sql_string(LAUNCHER_SUCCEEDED)}) AS ok, msg FROM records
+            WHERE rank IS NULL AND (regexp_matches(msg, {_sql_string(LAUNCHER_SUCCEEDED)})
+                                    OR regexp_matches(msg, {_sql_string(LAUNCHER_FAILED)}))
+            ORDER BY ts LIMIT 1000""")
+        return [(host or "?", bool(ok), (msg or "").splitlines()[0][:200]) for host, ok, msg in rows]
+
     def lines_before(self, line: Line, count: int = LAST_LINES) -> list[Line]:
         """The `count` records the same rank (same host) wrote just before `line`, oldest first."""
         return self._tail(line.host, line.rank, line.ts, count, exclude=line)
@@ -306,6 +351,13 @@ class TriageData:
             return None
         step, over = rows[0]
         return step + 1 if over else step
+
+    def first_at_step(self, host: str, rank: int, step: int) -> Line | None:
+        """The first record `rank` on `host` wrote at training step `step` (or the first after it)."""
+        rows = self.query(f"""
+            SELECT {_LINE_SELECT} FROM records WHERE host = ? AND rank = ? AND step >= ?
+            ORDER BY step, ts, source, "offset" LIMIT 1""", [host, rank, step])
+        return _line(rows[0]) if rows else None
 
     def last_lines(self, process: Process, count: int = LAST_LINES) -> list[Line]:
         """The last `count` records of a rank (or of the rank-less processes of a host), oldest first."""
@@ -362,17 +414,21 @@ def gather(data: TriageData, job: str | None = None, start_ns: int | None = None
         mine = groups if len(selections) == 1 and selection.job_less == ALL else None
         single_host = len({g.host for g in (mine if mine is not None else groups)}) <= 1
         data.select(selection, start_ns, end_ns, single_host)
+        progress = data.progress
         if mine is None:  # several groups: what this one holds, counted over its own records
             mine = data.summary(view="records")
+            progress = data.progress
             single_host = len({g.host for g in mine}) <= 1
             data.select(selection, start_ns, end_ns, single_host)
         mark = time.perf_counter()
         incidents = data.incidents()
         timings["scan: incidents"] = timings.get("scan: incidents", 0.0) + time.perf_counter() - mark
+        stuck = data.flight_recorder(selection, start_ns, end_ns) if data.has_flight_records() else []
+        launcher = data.launcher_reports()
         out.append(TriageInput(job=selection.job, jobs=job_names, incidents=incidents,
                                processes=_processes(mine, single_host), notes=list(notes), data=data,
                                timings=timings, worker_pids=workers, selection=selection,
-                               single_host=single_host))
+                               single_host=single_host, progress=progress, stuck=stuck, launcher=launcher))
     return out
 
 
@@ -409,8 +465,8 @@ class Selection:
 def _selections(groups: list[Group]) -> list[Selection]:
     """Every job of the range (newest first), and the job-less records no job's span takes in."""
     jobs = _jobs(groups)
-    if not jobs:
-        return [Selection(None, ALL)]
+    if not jobs or (len(jobs) == 1 and all(g.job is not None for g in groups)):
+        return [Selection(jobs[0][0] if jobs else None, ALL)]  # nothing to tell apart
     spans: dict[str, tuple[int, int]] = {}
     for g in groups:
         if g.job is not None:
@@ -494,8 +550,14 @@ def _processes(groups: list[Group], single_host: bool) -> list[Process]:
 
 
 def _time_filters(start_ns: int | None, end_ns: int | None) -> list[str]:
-    """The time range, and never triage's own verdict records (``--annotate``): a verdict is no evidence."""
-    filters = [f"format <> {_sql_string(ANNOTATION_FORMAT)}"]
+    """The time range, and never ranklog's own records about the logs: triage's verdicts (``--annotate``:
+    a verdict is no evidence) and flight recorder dumps (read apart, :mod:`.flight_recorder`)."""
+    return [f"format <> {_sql_string(ANNOTATION_FORMAT)}", f"logger IS DISTINCT FROM {_sql_string(FR_LOGGER)}",
+            *_time_range(start_ns, end_ns)]
+
+
+def _time_range(start_ns: int | None, end_ns: int | None) -> list[str]:
+    filters = []
     if start_ns is not None:
         filters.append(f"ts >= {_ts_literal(start_ns)}")
     if end_ns is not None:

@@ -29,10 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .evidence import SECOND, Evidence, Incident, Silent
-from .gather import Line, Process, TriageData
+from .gather import LAST_LINES, Line, Process, TriageData
+from .straggler import MIN_SLOW as MIN_SLOW_STEPS
 from .templates import describe_ranks
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
+LAST_LINES_EACH = 3  # a lost node's verdict shows this many last lines of each of its ranks
 FAILURE = "failure"
 DEGRADED = "degraded"  # no failure, but a rank (or the whole job) got slower: a straggler
 NO_FAILURE = "no failure"
@@ -53,20 +55,56 @@ class Verdict:
     step: int | None = None
     before: list[Line] = field(default_factory=list)  # what the rank wrote just before `decisive` (or last)
     subject: Process | None = None  # the silent rank, when the verdict rests on silence
+    subjects: list[Process] = field(default_factory=list)  # a lost node's ranks (their last lines: `before`)
 
 
 def decide(evidence: Evidence, data: TriageData | None = None) -> Verdict:
     """The verdict for `evidence`; `data` (when given) supplies the lines before the decisive record."""
-    verdict = (_from_causes(evidence) or _from_errors(evidence) or _from_silence(evidence)
-               or _from_seqnums(evidence) or _from_consequences(evidence) or _healthy(evidence))
+    if evidence.launcher_succeeded:  # the job said it ended well: only a lasting cause outweighs that
+        verdict = _from_causes(evidence, lasting_only=True) or _healthy(evidence)
+    else:
+        verdict = (_from_causes(evidence) or _from_lost_node(evidence) or _from_errors(evidence)
+                   or _from_flight_recorder(evidence) or _from_silence(evidence) or _from_seqnums(evidence)
+                   or _from_consequences(evidence) or _healthy(evidence))
     if data is not None and verdict.decisive is not None:
         verdict.before = data.lines_before(verdict.decisive)
         if verdict.step is None and verdict.decisive.rank is not None:
             verdict.step = data.step_at(verdict.decisive)
-    elif data is not None and verdict.subject is not None:
-        verdict.before = data.last_lines(verdict.subject)
+    elif data is not None and (verdict.subjects or verdict.subject is not None):
+        # a silent rank (or each rank of a lost node): its last lines, and the step it was in then
+        steps = []
+        for subject in verdict.subjects or [verdict.subject]:
+            last = data.last_lines(subject, LAST_LINES_EACH if verdict.subjects else LAST_LINES)
+            verdict.before += last
+            steps.append(data.step_at(last[-1]) if last else None)
+        verdict.before.sort(key=lambda line: line.ts)
+        if any(step is not None for step in steps):
+            verdict.step = max(step for step in steps if step is not None)
     if verdict.step is None and verdict.ranks:
         verdict.step = _reached_step(evidence, verdict.ranks)
+    if verdict.status == NO_FAILURE and evidence.straggler is not None:
+        verdict = _degraded(evidence, data)
+    return verdict
+
+
+def _degraded(evidence: Evidence, data: TriageData | None) -> Verdict:
+    """No failure, but a rank (or the whole job) got slower (:mod:`.straggler`)."""
+    slow = evidence.straggler
+    assert slow is not None
+    if slow.rank is None:
+        return Verdict(DEGRADED, "slow-down", [], [], f"slow-down: every step {slow.job_factor:.1f}x as long from step "
+                       f"{slow.first_step}", MEDIUM, [slow.describe(), "no rank stands out: look at what all ranks "
+                                                      "share (storage, network, data, the cluster's load)"],
+                       step=slow.first_step)
+    summary = (f"rank {slow.rank} on {slow.host}: straggler from step {slow.first_step} "
+               f"({slow.factor:.1f}x its peers' time per step)")
+    reasons = [slow.describe(), "no failure: the slow rank holds every step of the job back at its collectives"]
+    decisive = data.first_at_step(slow.host, slow.rank, slow.first_step) if data is not None else None
+    verdict = Verdict(DEGRADED, "straggler", [slow.rank], [slow.host] if slow.host else [], summary,
+                      HIGH if slow.slow_steps >= 2 * MIN_SLOW_STEPS else MEDIUM, reasons, decisive, None,
+                      slow.first_step)
+    if data is not None and decisive is not None:
+        verdict.before = data.lines_before(decisive)
     return verdict
 
 
@@ -112,7 +150,8 @@ def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
     category = primary.category or "unknown"
     who = describe_ranks(ranks) or "a process"  # the hosts follow in the summary
     step = f" at step {primary.line.step}" if primary.line.step is not None else ""
-    summary = f"{who} on {', '.join(hosts)}: {category}{step}"
+    context = f" ({', '.join(primary.context)})" if primary.context else ""
+    summary = f"{who} on {', '.join(hosts)}: {category}{context}{step}"
     consequences = [inc for inc in _firsts(evidence.incidents) if inc.consequence and inc.rank not in ranks]
     if kind == "cause":
         reasons.append(f"{primary.signature.name if primary.signature else 'error'} is a cause, not a consequence "
@@ -154,8 +193,9 @@ def _with_step(primary: Incident, evidence: Evidence) -> Incident:
     return min(same, key=lambda inc: (inc.adj_ts, inc.line.step)) if same else primary
 
 
-def _from_causes(evidence: Evidence) -> Verdict | None:
-    strong = [inc for inc in evidence.incidents if inc.strong and not inc.handled]
+def _from_causes(evidence: Evidence, lasting_only: bool = False) -> Verdict | None:
+    strong = [inc for inc in evidence.incidents if inc.strong and not inc.handled
+              and (not lasting_only or inc.signature.lasting)]
     # A raylet or kernel line and the driver's error naming the killed worker describe one event:
     # prefer the record that says which rank it hit.
     ranked = [inc for inc in strong if inc.rank is not None]
@@ -220,6 +260,41 @@ def _silence_verdict(silent: list[Silent], evidence: Evidence, extra: list[str],
     return verdict
 
 
+def _from_lost_node(evidence: Evidence) -> Verdict | None:
+    """A host whose processes all stopped at one moment, silently, while the others lost their peers
+    (:mod:`.node_loss`): the node is the cause, its ranks the ones to name, never the victims."""
+    if not evidence.lost:
+        return None
+    node = evidence.lost[0]
+    ranks = node.ranks
+    victims = sorted({inc.rank for inc in node.victims if inc.rank is not None})
+    categories = ", ".join(sorted({inc.category for inc in node.victims if inc.category}))
+    reasons = [f"every process of {node.host} ({describe_ranks(ranks)}) stopped at the same moment with no error of "
+               f"its own, and nothing of the host logged afterwards",
+               f"{describe_ranks(victims) or 'processes of other hosts'} then reported losing peers ({categories}): "
+               f"consequences of the lost node, not causes"]
+    if len(evidence.lost) > 1:
+        reasons.append("other hosts lost too: " + ", ".join(n.host for n in evidence.lost[1:]))
+    summary = f"node {node.host} lost ({describe_ranks(ranks)} stopped at once, silently)"
+    return Verdict("failure", "node lost", ranks, [node.host], summary, HIGH if victims else MEDIUM, reasons,
+                   subjects=node.processes)
+
+
+def _from_flight_recorder(evidence: Evidence) -> Verdict | None:
+    """Ranks whose flight recorder stops before a collective their peers entered (:mod:`.flight_recorder`)."""
+    stuck = next((s for s in evidence.stuck if len(s.missing) <= len(s.entered)), None)
+    chosen = [p for p in evidence.ranked_processes() if stuck is not None and p.rank in stuck.missing]
+    if not chosen:
+        return None
+    reference = max((inc.adj_ts for inc in evidence.incidents if inc.consequence), default=None)
+    silent = [Silent(p, max(0, reference - (p.last_ts - evidence.offsets.get(p.host, 0))) if reference else 0,
+                     "its peers' collective timeouts") for p in chosen]
+    why = f"never entered {stuck.op} #{stuck.seq}, flight recorder"
+    verdict = _silence_verdict(silent, evidence, [stuck.describe() + " (torch's flight recorder dumps)"], why=why)
+    verdict.confidence = HIGH
+    return verdict
+
+
 def _from_silence(evidence: Evidence) -> Verdict | None:
     return _silence_verdict(evidence.silent, evidence, []) if evidence.silent else None
 
@@ -263,6 +338,14 @@ def _healthy(evidence: Evidence) -> Verdict:
                        ["nothing to judge: check the source, --job and the time range (--since/--start/--end)"])
     ranks = sorted(p.rank for p in evidence.ranked_processes() if p.rank is not None)
     reasons = [f"no failure signature, no silent rank among {len(ranks)} rank(s)"]
+    if evidence.launcher_succeeded:
+        hosts = sorted({host for host, _, _ in evidence.launcher})
+        reasons = [f"the launcher reported success ({evidence.launcher[-1][2]!r} on {', '.join(hosts)}): that "
+                   f"outweighs what the ranks logged on the way"]
+    got_past = [inc for inc in evidence.incidents if inc.is_error and inc.recovered]
+    if got_past:
+        reasons.append(f"{describe_ranks(inc.rank for inc in got_past)} logged errors and went on to later steps "
+                       f"(retried, recovered): noise, not a cause")
     if evidence.unclassified_errors:
         reasons.append(f"{evidence.unclassified_errors} ERROR record(s) match no failure signature "
                        f"(see the templates)")
