@@ -38,7 +38,8 @@ FIELDS = ("status", "rank", "node", "category", "step", "line")
 @dataclass(frozen=True)
 class Truth:
     failure: bool
-    rank: int | None = None
+    status: str | None = None  # "degraded" (a straggler: no failure); else from `failure`
+    rank: int | list[int] | None = None  # a list when the cause is several ranks (a lost node's)
     node: str | None = None  # None: the output never names the machine (only an agent's --host would)
     category: str | None = None
     step: int | None = None
@@ -142,12 +143,14 @@ def wait_flushed(url: str, root: Path, timeout: float = 60.0) -> None:
 def judge(truth: Truth, result: dict[str, Any]) -> dict[str, bool]:
     """Per field: does the verdict agree with the truth? (A no-failure truth needs only the status.)"""
     verdict = result["verdict"]
-    if not truth.failure:
+    status = truth.status or ("failure" if truth.failure else "no failure")
+    if status == "no failure":
         ok = verdict["status"] == "no failure"
         return dict.fromkeys(FIELDS, ok)
+    ranks = sorted(truth.rank) if isinstance(truth.rank, list) else [truth.rank] if truth.rank is not None else []
     return {
-        "status": verdict["status"] == "failure",
-        "rank": verdict["ranks"] == ([truth.rank] if truth.rank is not None else []),
+        "status": verdict["status"] == status,
+        "rank": verdict["ranks"] == ranks,
         "node": truth.node is None or verdict["hosts"] == [truth.node],
         "category": verdict["category"] == truth.category,
         "step": verdict.get("step") == truth.step,
@@ -157,8 +160,11 @@ def judge(truth: Truth, result: dict[str, Any]) -> dict[str, bool]:
 
 def _decisive_text(verdict: dict[str, Any]) -> str:
     """The decisive record's text — as parsed, and its line as the tool wrote it (read at its source
-    and offset) — or, for a verdict resting on silence, the rank's last line."""
-    lines = [verdict.get("decisive") or {}, *(verdict.get("before") or [])[-1:]]
+    and offset) — or, for a verdict resting on silence, the rank's last line (a lost node's: the last
+    lines of its ranks)."""
+    before = verdict.get("before") or []
+    last = {(line.get("host"), line.get("rank")): line for line in before}  # each rank's last line
+    lines = [verdict.get("decisive") or {}, *(last.values() if verdict.get("decisive") is None else before[-1:])]
     return "\n".join(f"{line.get('msg') or ''}\n{line.get('exc') or ''}\n{_written(line)}" for line in lines)
 
 

@@ -57,6 +57,9 @@ def restore_mtimes(scenario_dir: Path) -> None:
 
 
 def _truth_text(truth: dict[str, object]) -> str:
+    if truth.get("status") == "degraded":
+        return (f"no failure but degraded: rank {truth.get('rank')} on {truth.get('node')}, {truth.get('category')} "
+                f"from step {truth.get('step')}, decisive line containing {truth.get('decisive')!r}.")
     if not truth["failure"]:
         return "no failure (the verdict must say so)."
     return (f"root cause rank {truth.get('rank')} on {truth.get('node')}, category {truth.get('category')!r}, "

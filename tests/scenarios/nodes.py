@@ -26,10 +26,30 @@ def hosts_file(hosts: Sequence[str]) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def on_node(host: str, hosts: Path, argv: Sequence[str]) -> list[str]:
-    """`argv` run as node `host` (its own host name, the shared hosts file bound over /etc/hosts)."""
-    script = f'mount --bind "$0" /etc/hosts && hostname {host} && exec "$@"'
+def on_node(host: str, hosts: Path, argv: Sequence[str], tmpfs: dict[str, str] | None = None) -> list[str]:
+    """`argv` run as node `host` (its own host name, the shared hosts file bound over /etc/hosts);
+    `tmpfs` mounts a small file system of its own at each path (path → size, e.g. ``{"/x": "96k"}``:
+    a disk that fills up), visible to this node only."""
+    mounts = "".join(f"mount -t tmpfs -o size={size} tmpfs '{path}' && " for path, size in (tmpfs or {}).items())
+    script = f'mount --bind "$0" /etc/hosts && {mounts}hostname {host} && exec "$@"'
     return ["unshare", "--uts", "--mount", "sh", "-c", script, str(hosts), *argv]
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (from /proc), parents first."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop(0)
+        out.append(current)
+        todo.extend(children.get(current, []))
+    return out
 
 
 def shown(host: str, argv: Sequence[str]) -> str:

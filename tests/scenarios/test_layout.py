@@ -22,7 +22,8 @@ def test_scenario_layout_and_truth(scenario):
     files = [p for p in scenario.out.rglob("*") if p.is_file()]
     assert files and any(p.stat().st_size for p in files), "out/ holds no output"
     truth = scenario.truth
-    if truth.failure:
+    assert truth.status in (None, "degraded"), truth.status
+    if truth.failure or truth.status == "degraded":
         assert truth.category in CATEGORIES, truth.category
         assert truth.node is None or truth.node in scenario.nodes(), f"truth node {truth.node} has no folder in out/"
         assert truth.decisive, "a failure's truth names its decisive line"

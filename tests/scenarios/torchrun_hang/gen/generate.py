@@ -15,4 +15,4 @@ JOB = TorchrunJob(nproc=3, outer_timeout=60, worker_args=["--layout", "timeonly"
 if __name__ == "__main__":
     run(JOB, HERE / "out")
     finish(HERE, doc=__doc__, commands=command_lines(JOB), tools=("torch",), failure=True, rank=1, node="node0",
-           category="hang/silence", step=2, decisive="loading shard 3")
+           category="hang/silence", step=3, decisive="loading shard 3")

@@ -16,4 +16,4 @@ JOB = TorchrunJob(nodes=[Node("node0"), Node("node1")], nproc=2, outer_timeout=6
 if __name__ == "__main__":
     run(JOB, HERE / "out")
     finish(HERE, doc=__doc__, commands=command_lines(JOB), tools=("torch", "rich"), failure=True, rank=3, node="node1",
-           category="hang/silence", step=1, decisive="loading shard 2")
+           category="hang/silence", step=2, decisive="loading shard 2")
