@@ -47,6 +47,10 @@ _SPECS: tuple[MetricSpec, ...] = (
                "scrape, with no history needed).", ("signature", "training_job", "rank"), "run"),
     MetricSpec("ranklog_training_step", "gauge", "Latest training step logged by a rank.", ("training_job", "rank"), "run"),
     MetricSpec("ranklog_training_metric", "gauge", "Latest value of an allow-listed training metric.", ("training_job", "rank", "name"), "run"),
+    MetricSpec("ranklog_rank_step_seconds", "gauge",
+               "A rank's own recent time per training step: a duration field of its records (compute_time, "
+               "step_time, ...; compute-like first) when they carry one, else the time between its step advances.",
+               ("training_job", "rank"), "run"),
     MetricSpec("ranklog_metric_label_overflow_total", "counter", "Label values folded into 'other' by the cardinality budget.", ("label",), "run"),
     # Agent pipeline.
     MetricSpec("ranklog_agent_bytes_read_total", "counter", "Bytes read from log files."),

@@ -34,6 +34,7 @@ from ..metrics import LabelBudget
 from ..parse.arrowbytes import values_as_one
 from ..record import METRIC_CONTAINERS
 from ..record import ts_ns as ts_nanoseconds
+from ..step_durations import ATTRS_HINT, best_key
 
 _LOOKAROUND = re.compile(r"\(\?<?[!=][^)]*\)")
 _NON_FINITE = frozenset({"nan", "inf", "-inf", "+inf", "infinity", "-infinity"})
@@ -64,6 +65,8 @@ class BatchSummary:
 
     records: list[tuple[str, Any, Any, int, int | None]] = field(default_factory=list)  # level, job, rank, count, newest ts_ns
     steps: list[tuple[Any, Any, int, int]] = field(default_factory=list)  # job, rank, last step, newest ts_ns
+    step_spans: list[tuple[Any, Any, int, int, int, int]] = field(default_factory=list)  # job, rank, first/last step, their ts_ns
+    durations: list[tuple[Any, Any, float, int]] = field(default_factory=list)  # job, rank, seconds per step, ts_ns
     signatures: list[tuple[str, Any, Any, int]] = field(default_factory=list)  # signature, job, rank, ts_ns (per record)
     training: list[tuple[Any, Any, str, float]] = field(default_factory=list)  # job, rank, metric name, value
 
@@ -95,8 +98,10 @@ class BatchSummarizer:
         self._records(table, out)
         self._steps(table, out)
         self._signatures(table, out)
-        if self._metric_regex and table["attrs"].null_count < table.num_rows:
-            self._training_metrics(table, out)
+        if table["attrs"].null_count < table.num_rows:
+            if self._metric_regex:
+                self._training_metrics(table, out)
+            self._durations(table, out)
         return out
 
     def _records(self, table, out: BatchSummary) -> None:
@@ -116,6 +121,13 @@ class BatchSummarizer:
         out.steps = [(job, rank, step, ts_ns if ts_ns is not None else 0) for job, rank, step, ts_ns in
                      zip(grouped["job"], grouped["rank"], grouped["step_last"], grouped["ts_ns_max"], strict=True)
                      if step is not None]
+        # the first and last step of each rank in each file and when it reached them (its step time), in
+        # file order: applied in that order, several files' batches taken together give what each alone gives
+        stepped = table.filter(self._pc.is_valid(table["step"])).select(["source_id", "job", "rank", "step", "ts_ns"])
+        spans = stepped.group_by(["source_id", "job", "rank"], use_threads=False).aggregate(
+            [("step", "min"), ("step", "max"), ("ts_ns", "min"), ("ts_ns", "max")]).to_pydict()
+        out.step_spans = list(zip(spans["job"], spans["rank"], spans["step_min"], spans["step_max"], spans["ts_ns_min"],
+                                  spans["ts_ns_max"], strict=True))
 
     def _may_carry_signature(self, column) -> bool:
         if column.null_count == len(column):
@@ -139,6 +151,24 @@ class BatchSummarizer:
             found = signatures.match(f"{msg or ''}\n{exc or ''}")
             if found is not None:
                 out.signatures.append((found.name, job, rank, ts or 0))
+
+    def _durations(self, table, out: BatchSummary) -> None:
+        """Per-step duration fields (``compute_time`` …, :mod:`ranklog.step_durations`) of the batch's records."""
+        pc = self._pc
+        mask = pc.fill_null(pc.match_substring_regex(table["attrs"], ATTRS_HINT), False)
+        candidates = table.filter(mask)
+        if candidates.num_rows == 0:
+            return
+        rows = candidates.select(["attrs", "job", "rank", "ts_ns"]).to_pydict()
+        for attrs, job, rank, ts in zip(rows["attrs"], rows["job"], rows["rank"], rows["ts_ns"], strict=True):
+            try:
+                decoded = json.loads(attrs)
+            except ValueError:
+                continue
+            key = best_key(decoded) if isinstance(decoded, dict) else None
+            value = decoded.get(key.name) if key is not None else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+                out.durations.append((job, rank, float(value) * key.scale, ts or 0))
 
     def _training_metrics(self, table, out: BatchSummary) -> None:
         pc = self._pc
@@ -185,6 +215,8 @@ class BatchObserver:
         self._last_ts: dict[tuple[str, str], float] = {}
         self._step_ts: dict[tuple[str, str], int] = {}
         self._signature_ts: dict[tuple[str, str, str], float] = {}
+        self._advance: dict[tuple[str, str], tuple[int, int]] = {}  # the last (step, ts_ns) a rank's step time began at
+        self._fielded: set[tuple[str, str]] = set()  # ranks whose step time comes from a duration field
 
     def observe(self, batches) -> None:
         """Update the metrics from a batch or a list of batches in file order (see summarize)."""
@@ -212,6 +244,7 @@ class BatchObserver:
             if ts_ns >= self._step_ts.get(key, -1):
                 self._step_ts[key] = ts_ns
                 m.training_step.labels(training_job=key[0], rank=key[1]).set(step)
+        self._step_seconds(summary)
         for name, job, rank, ts_ns in summary.signatures:
             job_label, rank_label = self._labels(job, rank)
             m.failure_signatures.labels(signature=name, training_job=job_label, rank=rank_label).inc()
@@ -225,3 +258,27 @@ class BatchObserver:
         for job, rank, name, value in summary.training:
             job_label, rank_label = self._labels(job, rank)
             m.training_metric.labels(training_job=job_label, rank=rank_label, name=self.budget("name", name)).set(value)
+
+    def _step_seconds(self, summary: BatchSummary) -> None:
+        """``ranklog_rank_step_seconds``: a duration field when the rank's records carry one (its newest value),
+        else the time between its step advances (within a batch and from the previous one)."""
+        newest: dict[tuple[str, str], tuple[int, float]] = {}
+        for job, rank, seconds, ts in summary.durations:
+            key = self._labels(job, rank)
+            if ts >= newest.get(key, (-1, 0.0))[0]:
+                newest[key] = (ts, seconds)
+        for key, (_, seconds) in newest.items():
+            self._fielded.add(key)
+            self.m.rank_step_seconds.labels(training_job=key[0], rank=key[1]).set(seconds)
+        for job, rank, first_step, last_step, first_ts, last_ts in summary.step_spans:
+            key = self._labels(job, rank)
+            start = self._advance.get(key)
+            if start is None or first_step < start[0]:  # the first batch of this rank, or a restart from 0
+                start = (first_step, first_ts)
+            if last_step > start[0] and last_ts > start[1]:
+                if key not in self._fielded:
+                    seconds = (last_ts - start[1]) / 1e9 / (last_step - start[0])
+                    self.m.rank_step_seconds.labels(training_job=key[0], rank=key[1]).set(seconds)
+                self._advance[key] = (last_step, last_ts)
+            elif start is not None and key not in self._advance:
+                self._advance[key] = start

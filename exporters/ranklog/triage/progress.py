@@ -1,22 +1,23 @@
 """Each rank's way through the training steps, from the one summary scan triage makes anyway.
 
 The summary scan (:meth:`.gather.TriageData.summary`) groups records by process *and* by step bucket
-(``step // width``; ``width`` keeps a rank to at most :data:`MAX_BUCKETS` buckets, so 1 for runs of up
-to 64 steps; longer runs are seen at that resolution, and the straggler analysis looks at the one
-bucket where a rank turned slow step by step): per bucket the first and last record's time, the lowest and highest step, and
-the mean of a per-step duration field when the records carry one (:data:`DURATION_KEY`: the
-logger's ``extra={"compute_time": …}``, JSON lines' ``step_time``, ``time/step``…; a compute-like
-key is preferred to a step-like one, since a synchronous step takes as long on every rank). The
-per-process summary is then summed from these rows, so the records are read once.
+(``step // width``; ``width`` keeps a rank to at most :data:`MAX_BUCKETS` buckets: one step each for
+runs of up to 64 steps, longer runs at that resolution). Per bucket: the first and last record's
+time, the lowest and highest step, and the mean of a per-step duration field when the records
+carry one (:mod:`ranklog.step_durations`: the logger's ``extra={"compute_time": …}``, JSON lines'
+``step_time``, ``time/step``…). The per-process summary is summed from these rows, so the records
+are read once.
 
-What uses it: the straggler analysis (:mod:`.straggler`) and the step a rank reached.
+What uses it: the straggler analysis (:mod:`.straggler`), and whether a rank got past an error
+(:meth:`StepMatrix.went_on`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ..step_durations import DurationKey, best_key
 
 if TYPE_CHECKING:
     import duckdb
@@ -25,34 +26,6 @@ if TYPE_CHECKING:
 
 MAX_BUCKETS = 64  # 1000 ranks x 64 buckets keep the summary scan's grouping cheap (+0.25 s CPU on 10 M records)
 KEY_SAMPLE_ROWS = 2000  # records with attrs and a step looked at to find the duration fields
-# A duration per step in attrs: its name ends in time/duration/seconds/ms after a compute- or
-# step-like word ("compute_time", "fwd_bwd_ms", "step_time", "time/step", "iteration_time_s").
-DURATION_KEY = re.compile(
-    r"(?i)^(?:[\w.]*[/_.])?(?P<what>compute|fwd_bwd|forward_backward|fwd|forward|bwd|backward|step|train_step|iter|"
-    r"iteration|batch)(?:[_ /.-]?(?P<word>time|duration|latency))?(?:[_ /.-]?(?P<unit>s|secs?|seconds|ms))?$"
-    r"|^(?:[\w.]*[/_.])?time[_/](?:per[_/])?(?P<what2>step|iter|iteration|batch)(?:[_ /.-]?(?P<unit2>s|ms))?$")
-_COMPUTE = ("compute", "fwd_bwd", "forward_backward", "fwd", "forward", "bwd", "backward")
-_TIMELY = re.compile(r"(?i)tim(?:e|ing)|duration|latency|(?:^|[_ /.-])(?:s|secs?|seconds|ms)$")
-_BARE = frozenset({"step", "train_step", "iter", "iteration", "batch"})  # "step": 12 is a counter, not a time
-
-
-@dataclass(frozen=True)
-class DurationKey:
-    name: str
-    scale: float  # to seconds
-    compute: bool  # a compute-like time (differs between ranks of a synchronous job)
-
-
-def duration_key(name: str) -> DurationKey | None:
-    """`name` as a per-step duration field, or None (``step`` alone is a counter, not a time)."""
-    if name.lower() in _BARE:
-        return None
-    found = DURATION_KEY.match(name)
-    if found is None or not _TIMELY.search(name):
-        return None  # "compute": 3 says no unit of time
-    what = (found["what"] or found["what2"] or "").lower()
-    unit = (found["unit"] or found["unit2"] or "s").lower()
-    return DurationKey(name, 0.001 if unit == "ms" else 1.0, what in _COMPUTE)
 
 
 def duration_keys(con: duckdb.DuckDBPyConnection, view: str, where: str) -> list[DurationKey]:
@@ -62,8 +35,8 @@ def duration_keys(con: duckdb.DuckDBPyConnection, view: str, where: str) -> list
         SELECT DISTINCT unnest(json_keys(attrs)) FROM (
             SELECT attrs FROM {view} {where} {"AND" if where else "WHERE"} attrs IS NOT NULL AND step IS NOT NULL
             LIMIT {KEY_SAMPLE_ROWS})""").fetchall()
-    keys = [key for key in (duration_key(name) for (name,) in rows if name) if key is not None]
-    return sorted(keys, key=lambda k: (not k.compute, k.name))[:1]
+    key = best_key(name for (name,) in rows)
+    return [key] if key is not None else []
 
 
 def step_width(con: duckdb.DuckDBPyConnection, view: str, where: str) -> int:
