@@ -121,6 +121,26 @@ def _stalled(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     return fire, quiet
 
 
+def _straggler(t: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
+    step = "ranklog_rank_step_seconds"
+    slow = 1.0 / t.straggler_score * 1.5  # well past the median-relative threshold
+    fire = [Scenario("rank 2 computes 4x as long as its peers from minute 10 on", {
+        _rank(step, "0"): "0.5x40", _rank(step, "1"): "0.5x40", _rank(step, "3", NODE2): "0.52x40",
+        _rank(step, "2", NODE2): "0.5x9 2x30",
+    }, "35m", [_per_series(NODE2, "2")])]
+    quiet = [
+        Scenario("every rank got slower together (a slow-down, no straggler)", {
+            _rank(step, "0"): "0.5x9 2x30", _rank(step, "1"): "0.5x9 2x30", _rank(step, "2", NODE2): "0.5x9 2x30",
+        }, "35m"),
+        Scenario(f"one rank {slow:.2f}x slower but only for 3 minutes", {
+            _rank(step, "0"): "0.5x40", _rank(step, "1"): "0.5x40", _rank(step, "2", NODE2): f"0.5x20 {0.5 * slow}x3 0.5x17",
+        }, "35m"),
+        Scenario("a two-rank job: no median to compare with", {
+            _rank(step, "0"): "0.5x40", _rank(step, "1"): "0.5x9 2x30"}, "35m"),
+    ]
+    return fire, quiet
+
+
 def _throughput(_: Thresholds) -> tuple[list[Scenario], list[Scenario]]:
     tput = _rank("ranklog_training_metric", "0", name=THROUGHPUT_METRIC)
     expected = {**_per_series(rank="0"), "name": THROUGHPUT_METRIC}
@@ -311,7 +331,7 @@ def scenarios(t: Thresholds | None = None) -> dict[str, tuple[list[Scenario], li
     t = t or Thresholds()
     builders: dict[str, Callable[[Thresholds], tuple[list[Scenario], list[Scenario]]]] = {
         "RanklogErrorBurst": _error_burst, "RanklogRankSilent": _rank_silent,
-        "RanklogTrainingStalled": _stalled, "RanklogThroughputDropped": _throughput,
+        "RanklogTrainingStalled": _stalled, "RanklogThroughputDropped": _throughput, "RanklogStraggler": _straggler,
         "RanklogAgentDown": _down(AGENT_JOB, NODE1), "RanklogArchiveDown": _down(ARCHIVE_JOB, ARCHIVE),
         "RanklogShippingBacklogGrowing": _backlog, "RanklogOldestUnshippedTooOld": _oldest,
         "RanklogAgentUnreadablePaths": _unreadable, "RanklogAgentRecordsLost": _records_lost,

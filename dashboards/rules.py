@@ -68,6 +68,9 @@ class Thresholds:
     step_time_window: str = "30m"  # window of the "recent step time"
     progress_resolution: str = "2m"  # a step change within this counts as "advancing now" (>= 2 scrapes)
     stall_lookback: str = "6h"
+    straggler_score: float = 0.75  # a rank slower than its job's median step time by 1/this (NVRx's relative score)
+    straggler_for: str = "10m"
+    straggler_min_ranks: int = 3  # ranks of a job reporting step time (a median of two is their mean)
     throughput_drop_fraction: float = 0.5  # throughput below (1 - this) × its average over …
     throughput_baseline: str = "30m"
     throughput_for: str = "5m"
@@ -122,7 +125,13 @@ _NAMED_SIGNATURE_ALERTS: tuple[FailureSignatureAlert, ...] = (
     FailureSignatureAlert("RanklogNcclTimeout", ("nccl_timeout",), "an NCCL/collective timeout"),
     FailureSignatureAlert("RanklogNcclError", ("nccl_error",), "an NCCL error"),
     FailureSignatureAlert("RanklogRayActorDied", ("ray_actor_died", "raylet_died"), "a Ray actor or raylet death"),
-    FailureSignatureAlert("RanklogHostOomKill", ("ray_oom_kill",), "a host OOM kill"),
+    FailureSignatureAlert("RanklogHostOomKill", ("ray_oom_kill", "kernel_oom_kill"), "a host OOM kill"),
+    FailureSignatureAlert("RanklogDiskFull", ("disk_full",), "a full disk or exceeded quota (ENOSPC/EDQUOT)"),
+    FailureSignatureAlert("RanklogDataLoaderWorkerDied", ("dataloader_worker_died",), "a data-loader worker that died"),
+    FailureSignatureAlert("RanklogCheckpointFailed", ("checkpoint_save_failed", "checkpoint_load_failed"),
+                          "a checkpoint that could not be saved or loaded"),
+    FailureSignatureAlert("RanklogStorageConnectionLost", ("storage_connection_lost",),
+                          "a lost connection to storage (NFS, FUSE, object store)", "warning"),
     FailureSignatureAlert("RanklogNonFiniteValues", ("nonfinite_grad", "nan_loss"),
                           "a non-finite loss or gradient", "warning"),
 )
@@ -260,6 +269,18 @@ def _training_alerts(t: Thresholds) -> list[Alert]:
               f"The training step of rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node "
               f"{{{{ $labels.instance }}}} has not advanced for more than {t.stall_factor:g} times its recent "
               f"step time (and at least {t.stall_min}).",
+              group),
+        Alert("RanklogStraggler",
+              f"ranklog_rank_step_seconds > on(training_job) group_left() ({1 / t.straggler_score:.4g}"
+              f" * quantile by (training_job) (0.5, ranklog_rank_step_seconds))"
+              f" and on(training_job) count by (training_job) (ranklog_rank_step_seconds)"
+              f" >= {t.straggler_min_ranks}",
+              t.straggler_for, "warning", "training",
+              "Rank {{ $labels.rank }} of job {{ $labels.training_job }} is a straggler",
+              f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node {{{{ $labels.instance }}}} "
+              f"has taken more than {1 / t.straggler_score:.2f}x the median time per step of its job's ranks for "
+              f"{t.straggler_for} (ranklog_rank_step_seconds; relative score below {t.straggler_score:g}): every "
+              f"step of the job waits for it. `ranklog triage` names the first slow step.",
               group),
         Alert("RanklogThroughputDropped",
               f"{throughput} < {keep:g} * avg_over_time({throughput}[{t.throughput_baseline}])",

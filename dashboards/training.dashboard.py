@@ -72,6 +72,18 @@ grid = (
                  f"{T.step_time_window} average {{{{training_job}}}} rank {{{{rank}}}}")),
         "s", f"{STEP_TIME_METRIC} as logged, and the step time derived from step progress over "
              f"{T.step_time_window} (what RanklogTrainingStalled compares against).", rank_links=True), w=12)
+    .add(timeseries(
+        "Step time per rank", targets((f"ranklog_rank_step_seconds{{{RANKS}}}", "{{training_job}} rank {{rank}}")),
+        "s", "Each rank's own time per step: its compute/step duration field when its records carry one, else the "
+             "time between its step advances. Click a series for that rank's logs.", rank_links=True), w=12)
+    .add(timeseries(
+        "Step time against the job's median",
+        targets((f"ranklog_rank_step_seconds{{{RANKS}}} / on(training_job) group_left() "
+                 f"quantile by (training_job) (0.5, ranklog_rank_step_seconds{{{RANKS}}})",
+                 "{{training_job}} rank {{rank}}")),
+        "none", f"1 = as fast as the job's median rank. Above {1 / T.straggler_score:.2f} (red) for "
+                f"{T.straggler_for}, RanklogStraggler fires: every step of the job waits for that rank.",
+        thresholds=steps(("green", None), ("red", round(1 / T.straggler_score, 2))), rank_links=True), w=12)
     .add(timeseries("Step per rank", targets((f"ranklog_training_step{{{RANKS}}}", "{{training_job}} rank {{rank}}")),
                     "none", "Latest training step of every rank: a lagging or stalled rank is a flat line. "
                             "Click a series for that rank's logs in Explore.", rank_links=True),
