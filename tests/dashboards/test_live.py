@@ -52,11 +52,11 @@ LOWERED = {
     "progress_resolution": "3s", "step_time_window": "20s", "stall_lookback": "5m",
     "throughput_baseline": "20s", "silent_after": "30s", "others_fresh_within": "10s",
     "backlog_growth_window": "10s", "rejected_window": f"{WINDOW}s", "rejected_for": "0s",
-    "parse_worker_restarts_window": f"{WINDOW}s",
+    "parse_worker_restarts_window": f"{WINDOW}s", "straggler_for": "0s",
 }
 SIGNATURE_ALERTS = {"RanklogCudaOutOfMemory", "RanklogNcclTimeout"}
 NODE_ALERTS = {"RanklogArchiveRejectingIngest", "RanklogAgentParseWorkerRestarted"}  # no rank in them
-WANTED_ALERTS = SIGNATURE_ALERTS | NODE_ALERTS | {"RanklogErrorBurst"}
+WANTED_ALERTS = SIGNATURE_ALERTS | NODE_ALERTS | {"RanklogErrorBurst", "RanklogStraggler"}
 # Panel queries allowed to return no data in this scenario, and why.
 EXPECTED_EMPTY = {
     ("pipeline.json", "Parse errors and lost bytes", "B"):
@@ -172,6 +172,16 @@ def _fired(live, name: str) -> list[dict[str, str]]:
 def test_error_burst_fired_for_the_failing_rank_only(live):
     fired = _fired(live, "RanklogErrorBurst")
     assert {(a["instance"], a["training_job"], a["rank"]) for a in fired} == {(live.agent_target, JOB, str(FAILING_RANK))}
+
+
+def test_straggler_fired_for_the_slow_rank_only(live):
+    """Rank 3 steps every other tick (twice its peers' step time): RanklogStraggler names it, from
+    ranklog_rank_step_seconds as the live agent exports it."""
+    fired = _fired(live, "RanklogStraggler")
+    assert {(a["instance"], a["training_job"], a["rank"]) for a in fired} == {(live.agent_target, JOB, str(FAILING_RANK))}
+    seconds = {s["metric"]["rank"]: float(s["value"][1]) for s in live.prom.query(
+        f'ranklog_rank_step_seconds{{training_job="{JOB}"}}')["result"]}
+    assert seconds[str(FAILING_RANK)] > 1.5 * max(v for rank, v in seconds.items() if rank != str(FAILING_RANK))
 
 
 def test_scraped_without_honor_labels_the_job_label_stays_the_scrape_job(live):
