@@ -27,7 +27,7 @@ _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1100px;padding:16px 24px;color:#222}
 h1{font-size:22px;margin:8px 0}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .meta{color:#666}.verdict{border:2px solid #c62828;border-radius:6px;padding:12px 16px;background:#fff5f5}
-.verdict.ok{border-color:#2e7d32;background:#f3fbf3}.verdict .summary{font-size:18px;font-weight:600}
+.verdict.ok{border-color:#2e7d32;background:#f3fbf3}.verdict.degraded{border-color:#ef8f00;background:#fff8e6}.verdict .summary{font-size:18px;font-weight:600}
 pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px;line-height:1.35;white-space:pre-wrap}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{border-bottom:1px solid #e3e3e3;padding:4px 6px;
 text-align:left;vertical-align:top}th{background:#fafafa}td.n{text-align:right;font-variant-numeric:tabular-nums}
@@ -71,9 +71,10 @@ def _decisive_text(line: dict[str, Any]) -> str:
 
 def _verdict(doc: dict[str, Any]) -> str:
     v = doc["verdict"]
-    ok = v["status"] != "failure"
-    parts = [f"<div class='verdict{' ok' if ok else ''}' id='verdict'>",
-             f"<div class='summary'>{'Verdict' if ok else 'Root cause'}: {_e(v['summary'])}</div>"]
+    ok = v["status"] not in ("failure", "degraded")
+    style = {"failure": "", "degraded": " degraded"}.get(v["status"], " ok")
+    title = {"failure": "Root cause", "degraded": "Degraded"}.get(v["status"], "Verdict")
+    parts = [f"<div class='verdict{style}' id='verdict'>", f"<div class='summary'>{title}: {_e(v['summary'])}</div>"]
     if not ok:
         parts.append(f"<p>category <b>{_e(v['category'])}</b> · {_e(describe_ranks(v['ranks']) or '-')} · "
                      f"node(s) {_e(', '.join(v['hosts']) or '-')} · confidence <b>{_e(v['confidence'])}</b></p>")
@@ -153,6 +154,7 @@ def _plot_data(triage: Triage, doc: dict[str, Any], volume: dict[str, Any], curv
                      for inc in timeline],
         "volume": {"bucket_ns": volume["bucket_ns"], "hosts": volume["hosts"]},
         "curves": curves,
+        "step_times": triage.evidence.step_times,
     }
 
 
@@ -184,6 +186,8 @@ from {_e(start)} · generated {generated}</p>
 <div id="plot-volume" class="plot"></div>
 <h2>Training, from the logs</h2>
 <div class="grid2"><div id="plot-loss" class="plot"></div><div id="plot-throughput" class="plot"></div></div>
+<h2 id="step-times">Time per step, by rank</h2>
+<div id="plot-step-times" class="plot"></div>
 <h2 id="top-templates">Top error templates</h2>
 {_templates(doc)}
 <script type="application/json" id="report-data">{payload}</script>

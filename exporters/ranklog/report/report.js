@@ -156,6 +156,13 @@
       marks: marks, emptyText: `no ${name} found in the logs`});
   }
 
+  function stepTimes(container, data, marks) {
+    const st = data.step_times || {series: []};
+    lineChart(container, st.series, {title: "time per step: the median rank, the flagged and the slowest ranks",
+      xLabel: "step", yLabel: "seconds per step (" + (st.basis || "no steps") + ")", xName: "step", marks: marks,
+      legend: true, zeroBased: true, emptyText: "no training steps found in the logs"});
+  }
+
   function main() {
     const data = JSON.parse(document.getElementById("report-data").textContent);
     const marks = data.verdict.step !== null && data.verdict.status === "failure"
@@ -164,6 +171,8 @@
     volumeChart(document.getElementById("plot-volume"), data);
     curve(document.getElementById("plot-loss"), data.curves.loss, "loss", "loss (mean over ranks)", marks);
     curve(document.getElementById("plot-throughput"), data.curves.throughput, "throughput", "throughput (mean over ranks)", marks);
+    stepTimes(document.getElementById("plot-step-times"), data,
+      data.verdict.status === "degraded" ? [[data.verdict.step, "first slow step: " + data.verdict.summary]] : marks);
     document.body.setAttribute("data-rendered", "true");
   }
 

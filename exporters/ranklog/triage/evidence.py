@@ -29,7 +29,7 @@ from .flight_recorder import Stuck
 from .gather import KEYWORDS, Line, Process, TriageInput
 from .node_loss import LostNode, lost_nodes
 from .progress import step_matrix
-from .straggler import Straggler, find
+from .straggler import Straggler, find, step_time_series
 from .templates import template_of
 
 SECOND = 1_000_000_000
@@ -51,13 +51,15 @@ _WORKER_ID = re.compile(r"\bworker[ _]id\s*(?:=|:)\s*([0-9a-f]{16,})", re.IGNORE
 _ACTOR_NAME = re.compile(r"\bname[=:]\s*([\w.:\-]+)")
 _KERNEL_KILL = re.compile(r"Killed process (\d+)")
 _KEYWORDS = re.compile(KEYWORDS)
-# The writer says it recovers ("… so the task will be retried", "retrying in 1s"): not a failure yet.
-_RETRIED = re.compile(r"will be retried|\b[Rr]etrying\b")
+# The writer says it recovers or that the error is harmless ("… so the task will be retried", "retrying in
+# 1s", "it's safe to ignore this error"): not a failure yet.
+_RETRIED = re.compile(r"will be retried|\b[Rr]etrying\b|safe to ignore|can (?:safely )?be ignored")
 # An entry of torchrun's failure summary ("[0]:\n  time : …\n  host : node0\n  rank : 1 (local_rank: 1)\n
 #   exitcode : -9 (pid: 26251)") is about the rank it names.
 _TORCHRUN_ROOT_CAUSE = re.compile(r"\[\d+\]:\s*time\s*:\s*\S+\s*host\s*:\s*(?P<host>\S+)\s*"
                                   r"rank\s*:\s*(?P<rank>\d+) \(local_rank: \d+\)")
-_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)\]|^\[rank(\d+)\]:")
+# NCCL's "[Rank 3]", torch's "[rank3]:", Ray Train's controller "[Rank 2 Error Snippet]:"
+_RANK_IN_TEXT = re.compile(r"\[Rank (\d+)(?: Error Snippet)?\]|^\[rank(\d+)\]:", re.MULTILINE)
 
 
 @dataclass
@@ -88,12 +90,18 @@ class Incident:
     def handled(self) -> bool:
         """The writer recovers from it: a retry notice, a consequence logged only as a WARNING, or an
         error its rank got past (it reached a later step)."""
-        return (self.recovered or _RETRIED.search(self.line.msg) is not None
+        said = self.line.msg if not self.line.exc else f"{self.line.msg}\n{_exception_part(self.line.exc)}"
+        return (self.recovered or _RETRIED.search(said) is not None
                 or (self.consequence and self.line.level == "WARNING"))
 
     @property
     def is_error(self) -> bool:
         return self.signature is not None or self.line.level in ("ERROR", "CRITICAL")
+
+
+def _exception_part(exc: str, lines: int = 3) -> str:
+    """The last lines of a traceback: what the exception says, not the source lines it passed through."""
+    return "\n".join(exc.rstrip().splitlines()[-lines:])
 
 
 @dataclass
@@ -141,6 +149,7 @@ class Evidence:
     lost: list[LostNode] = field(default_factory=list)  # hosts whose processes all stopped at once, silently
     stuck: list[Stuck] = field(default_factory=list)  # collectives some ranks never entered (flight recorder)
     straggler: Straggler | None = None  # a rank (or the job) that got slower (.straggler)
+    step_times: dict = field(default_factory=dict)  # the report's step-time plot (.straggler.step_time_series)
     launcher: list[tuple[str, bool, str]] = field(default_factory=list)  # (host, succeeded, line) per launcher report
 
     @property
@@ -176,7 +185,8 @@ def collect(data: TriageInput) -> Evidence:
                     silent=silent, offsets=offsets, offset_anchor=anchor, uncertainty_ns=uncertainty,
                     processes=processes, unclassified_errors=unclassified, notes=list(data.notes),
                     lost=lost_nodes(incidents, processes, offsets, uncertainty), stuck=list(data.stuck),
-                    straggler=find(matrix), launcher=list(data.launcher))
+                    straggler=(slow := find(matrix)), step_times=step_time_series(matrix, slow),
+                    launcher=list(data.launcher))
 
 
 def _may_match(line: Line) -> bool:
@@ -186,13 +196,18 @@ def _may_match(line: Line) -> bool:
 
 def _mark_recovered(incidents: list[Incident], matrix, margin_ns: int) -> None:
     """An error after which its rank reached a later step was got past (a retried upload, a storage
-    hiccup, an OOM caught and retried with a smaller batch): noise, never a root cause. Not a lasting
-    cause: a NaN loss stays a failure while the run goes on."""
+    hiccup, an OOM caught and retried with a smaller batch): noise, never a root cause. An error of a
+    rank-less process (a launcher, Ray Train's controller) that every rank got past is noise too. Not
+    a lasting cause: a NaN loss stays a failure while the run goes on."""
     if matrix is None:
         return
     for inc in incidents:
-        if inc.is_error and inc.rank is not None and not (inc.signature and inc.signature.lasting):
+        if not inc.is_error or (inc.signature and inc.signature.lasting):
+            continue
+        if inc.rank is not None:
             inc.recovered = matrix.went_on(inc.host, inc.rank, inc.adj_ts, margin_ns)
+        elif not inc.strong:  # a launcher's or controller's error: the job got past it if every rank did
+            inc.recovered = all(matrix.went_on(host, rank, inc.adj_ts, margin_ns) for host, rank in matrix.keys)
 
 
 def _mark_aftermath(incidents: list[Incident]) -> None:

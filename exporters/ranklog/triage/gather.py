@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..parse.steps import TEXT_STEP
 from ..record import ANNOTATION_FORMAT, ns_to_ts
 from .flight_recorder import LOGGER as FR_LOGGER
 from .identity import worker_pids
@@ -342,11 +343,13 @@ class TriageData:
         that second (the step line the rank wrote just before dying is in it).
         """
         until = line.ts + (SECOND_NS - 1 if line.format == "torchrun-error" else 0)
+        # the step column, or the step a message names when its format left the column empty (JSON lines)
+        step = f"coalesce(step, TRY_CAST(regexp_extract(msg, {_sql_string(TEXT_STEP)}, 1) AS BIGINT))"
         rows = self.query(f"""
-            SELECT step, regexp_matches(msg, {_sql_string(STEP_OVER)}) FROM records
-            WHERE host = ? AND rank IS NOT DISTINCT FROM ? AND step IS NOT NULL
+            SELECT {step} AS s, regexp_matches(msg, {_sql_string(STEP_OVER)}) FROM records
+            WHERE host = ? AND rank IS NOT DISTINCT FROM ? AND s IS NOT NULL
               AND ts <= {_ts_literal(until + 1000)} AND ts >= {_ts_literal(until - TAIL_WINDOW_NS)}
-            ORDER BY step DESC, ts DESC, "offset" DESC LIMIT 1""", [line.host, line.rank])
+            ORDER BY s DESC, ts DESC, "offset" DESC LIMIT 1""", [line.host, line.rank])
         if not rows:
             return None
         step, over = rows[0]

@@ -22,8 +22,13 @@ lines and the raylet's report of its death carry only the pid. So:
   :mod:`.evidence` follows the id to the pid, and the pid to the rank.
 - **folder → host**: Ray's raylet says which machine its session folder belongs to
   (``Raylet of id, <node_id> started. … node_manager address: <ip>:<port> … hostname: <host>``);
-  every record read from that ``logs/`` folder without a host of its own (a copied folder read with
-  ``--log_dir``) gets it. An agent sets the host itself, so an archive needs no folder rule.
+  every record read from that ``logs/`` folder or below it (Ray Train's ``logs/train/``) without a
+  host of its own (a copied folder read with ``--log_dir``) gets it. An agent sets the host itself,
+  so an archive needs no folder rule.
+- **Ray Train (V2) world rank → pid**: Ray Train's own logs (``logs/train/ray-train-*-worker-*.log``,
+  JSON) carry each worker's ``world_rank`` beside its pid, and its controller lists the worker group
+  (``- (ip=10.0.0.2, pid=8740) world_rank=2, local_rank=2, node_rank=0``): the pid's records get
+  that rank (its ``.err`` file, the driver's forwarded lines).
 
 The join runs inside DuckDB as a view over the records, only when some record can gain something;
 the driver-side rule that a ``RayTaskError``/``ActorDiedError`` naming ``pid=N`` is about pid N's
@@ -45,6 +50,7 @@ UNKNOWN_HOST = "unknown"
 _NAMED_TASK = re.compile(r"ray::(?P<name>\S+):(?P<cls>\w+)\.\w+\(\)\s*\(pid=(?P<pid>\d+)")
 _DIED_ACTOR = re.compile(r"\bpid: (?P<pid>\d+)\s*\n\s*name: (?P<name>\S+)")
 _WORKER_FILE = re.compile(r"(?:^|/)(?:python-core-)?worker-(?P<worker_id>[0-9a-f]{16,})[-_](?:[0-9a-f]+-)?(?P<pid>\d+)\.\w+$")
+_WORKER_GROUP = re.compile(r"\bpid=(?P<pid>\d+)\)\s*world_rank=(?P<rank>\d+)")
 _RAYLET_STARTED = re.compile(
     r"Raylet of id, (?P<node>[0-9a-f]+) started\..*?node_manager address: \[?(?P<ip>[0-9A-Fa-f.:]+?)\]?:\d+"
     r".*?hostname: (?P<host>\S+)")
@@ -108,6 +114,8 @@ def build_identity(con: duckdb.DuckDBPyConnection, view: str, groups: list[PidGr
             needs_host.add(g.pid)
         if g.role and len(g.role) > len(roles.get(g.pid, "")):
             roles[g.pid] = g.role
+    for pid, rank in _world_ranks(con, view).items():
+        ranks[pid].add(rank)
     identity = Identity(
         rank_by_pid={pid: next(iter(r)) for pid, r in ranks.items() if len(r) == 1 and pid in needs_rank},
         host_by_pid={pid: next(iter(h)) for pid, h in hosts.items() if len(h) == 1 and pid in needs_host},
@@ -126,6 +134,23 @@ def build_identity(con: duckdb.DuckDBPyConnection, view: str, groups: list[PidGr
     if any(g.host == UNKNOWN_HOST or not g.host for g in groups):
         _hosts_from_raylets(con, view, identity)
     return identity
+
+
+def _world_ranks(con: duckdb.DuckDBPyConnection, view: str) -> dict[int, int]:
+    """pid -> Ray Train world rank, from Ray Train's JSON logs and its controller's worker-group listing
+    (see the module docstring); a pid named with two ranks gets none."""
+    rows = con.execute(f"""
+        SELECT pid, TRY_CAST(json_extract_string(attrs, '$.world_rank') AS INTEGER) FROM {view}
+        WHERE format = 'json' AND pid IS NOT NULL AND contains(attrs, '"world_rank"') GROUP BY ALL""").fetchall()
+    found: dict[int, set[int]] = defaultdict(set)
+    for pid, rank in rows:
+        if rank is not None:
+            found[int(pid)].add(int(rank))
+    listed = con.execute(f"SELECT DISTINCT msg FROM {view} WHERE format = 'ray' AND contains(msg, 'world_rank=')")
+    for (msg,) in listed.fetchall():
+        for match in _WORKER_GROUP.finditer(msg or ""):
+            found[int(match["pid"])].add(int(match["rank"]))
+    return {pid: next(iter(ranks)) for pid, ranks in found.items() if len(ranks) == 1}
 
 
 def worker_pids(con: duckdb.DuckDBPyConnection, view: str) -> dict[str, int]:
@@ -166,7 +191,8 @@ def _hosts_from_raylets(con: duckdb.DuckDBPyConnection, view: str, identity: Ide
         return
     sources = con.execute(f"SELECT DISTINCT source FROM {view} WHERE host = '{UNKNOWN_HOST}'").fetchall()
     for (source,) in sources:
-        host = by_folder.get(os.path.dirname(source or ""))
+        folder = os.path.dirname(source or "")
+        host = by_folder.get(folder) or next((h for f, h in by_folder.items() if folder.startswith(f + os.sep)), None)
         if host is not None:
             identity.host_by_source[source] = host
 

@@ -125,9 +125,12 @@ def render(triage: Triage, console: Console) -> None:
 
     v, ev = triage.verdict, triage.evidence
     failed = v.status == "failure"
+    degraded = v.status == "degraded"
+    color = "red" if failed else "yellow" if degraded else "green"
     body = Text()
-    body.append(("ROOT CAUSE: " if failed else "VERDICT: ") + v.summary + "\n", style="bold red" if failed else "bold green")
-    if failed:
+    body.append(("ROOT CAUSE: " if failed else "DEGRADED: " if degraded else "VERDICT: ") + v.summary + "\n",
+                style=f"bold {color}")
+    if failed or degraded:
         body.append(f"category: {v.category}    ranks: {format_ranks(v.ranks) or '-'}    "
                     f"nodes: {', '.join(v.hosts) or '-'}    confidence: {v.confidence}\n")
     else:
@@ -148,12 +151,14 @@ def render(triage: Triage, console: Console) -> None:
                 body.append(f"  … {len(lines) - len(shown)} traceback lines above\n", style="dim")
             body.append("\n".join(shown) + "\n", style="red")
     if v.before:
-        heading = "what the rank wrote just before it" if v.decisive is not None else "the rank's last records"
+        heading = ("what the rank wrote just before it" if v.decisive is not None else
+                   "the last records of its ranks" if v.subjects else "the rank's last records")
         body.append(f"\n{heading}:\n", style="bold")
         for line in v.before:
-            body.append(f"  {format_ts(line.ts)} {line.level:<8} {_short(line.msg, 140)}\n", style="dim")
+            who = f"rank {line.rank:<4} " if v.subjects else ""
+            body.append(f"  {format_ts(line.ts)} {who}{line.level:<8} {_short(line.msg, 140)}\n", style="dim")
     title = f"ranklog triage — {triage.source}" + (f" — job {triage.job}" if triage.job else "")
-    console.print(Panel(body, title=Text(title), border_style="red" if failed else "green"))
+    console.print(Panel(body, title=Text(title), border_style=color))
 
     for note in ev.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")

@@ -180,3 +180,38 @@ def _job_factor(period, start: int, usual: float) -> float:
 
     after = period[start:][np.isfinite(period[start:])]
     return float(np.median(after)) / usual if after.size else 1.0
+
+
+SHOWN_RANKS = 4  # besides the median: the flagged rank and the slowest others
+
+
+def step_time_series(matrix: StepMatrix | None, flagged: Straggler | None = None) -> dict:
+    """Time per step by step (the report's plot): the job's median over ranks and the flagged rank and
+    the slowest others, from their duration field or the time between their steps:
+    ``{"basis": …, "series": [{"name": …, "points": [[step, seconds], …]}]}``."""
+    if matrix is None or len(matrix.steps) < 2:
+        return {"basis": None, "series": []}
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        field = np.isfinite(matrix.seconds).mean() >= 0.5
+        if field:
+            per_rank = matrix.seconds
+        else:
+            steps = np.diff(matrix.steps).astype(float)
+            per_rank = np.full(matrix.started.shape, np.nan)
+            per_rank[:, 1:] = np.diff(matrix.started, axis=1) / np.where(steps > 0, steps, np.nan)
+        median = np.nanmedian(per_rank, axis=0)
+        typical = np.nanmedian(per_rank, axis=1)
+    order = [row for row in np.argsort(-np.nan_to_num(typical, nan=-1.0)) if np.isfinite(typical[row])]
+    if flagged is not None and flagged.rank is not None and (flagged.host, flagged.rank) in matrix.keys:
+        first = matrix.keys.index((flagged.host, flagged.rank))
+        order = [first] + [row for row in order if row != first]
+
+    def points(values) -> list[list[float]]:
+        return [[int(step), round(float(v), 6)] for step, v in zip(matrix.steps, values, strict=True) if np.isfinite(v)]
+
+    series = [{"name": "median of the ranks", "points": points(median)}]
+    series += [{"name": f"rank {matrix.keys[row][1]} ({matrix.keys[row][0]})", "points": points(per_rank[row])}
+               for row in order[:SHOWN_RANKS]]
+    return {"basis": "duration field" if field else "time between step lines", "series": series}

@@ -202,8 +202,17 @@ def _from_causes(evidence: Evidence, lasting_only: bool = False) -> Verdict | No
     return _pick(_firsts(ranked or strong), evidence, "cause") if strong else None
 
 
+def _every_rank_finished(evidence: Evidence) -> bool:
+    """Every rank (two or more) reached the same last step: the training itself ran to its end."""
+    steps = {p.last_step for p in evidence.ranked_processes()}
+    return len(evidence.ranked_processes()) >= 2 and len(steps) == 1 and None not in steps
+
+
 def _from_errors(evidence: Evidence) -> Verdict | None:
-    timeouts = [inc.adj_ts for inc in evidence.incidents if inc.consequence]
+    # An error of a rank-less process (a launcher, a controller) while every rank ran to its end is noise,
+    # unless it is a cause in its own right (an OOM kill, a full disk).
+    finished = _every_rank_finished(evidence)
+    timeouts = [inc.adj_ts for inc in evidence.incidents if inc.consequence and not inc.handled]
     first_consequence = min(timeouts) if timeouts else None
     # An error is the aftermath of a consequence only against the same clock: a host's own first
     # consequence (its peers' "connection closed" after it failed) when it has one, so a node whose
@@ -216,7 +225,7 @@ def _from_errors(evidence: Evidence) -> Verdict | None:
     last_ts = {(proc.host, proc.rank): proc.last_ts for proc in evidence.processes}
     errors = []
     for inc in evidence.incidents:
-        if not inc.is_error or inc.consequence or inc.strong or inc.handled:
+        if not inc.is_error or inc.consequence or inc.strong or inc.handled or (finished and inc.rank is None):
             continue
         loud = (inc.line.level in ("ERROR", "CRITICAL", "UNKNOWN")
                 or inc.line.ts >= last_ts.get((inc.line.host, inc.line.rank), 0) - SECOND)  # the rank died of it
