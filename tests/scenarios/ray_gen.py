@@ -46,7 +46,8 @@ class RayRun:
 
 
 def run(scenario: Path, python: str = sys.executable, timeout: float = DRIVER_TIMEOUT_S) -> RayRun:
-    """Run ``scenario/gen/driver.py`` and replace ``scenario/out`` with what it wrote."""
+    """Run ``scenario/gen/driver.py`` and replace ``scenario/out`` with what it wrote (the driver may take
+    `timeout` seconds: Ray Train's controller and worker group take a minute to start on 2 busy cores)."""
     scenario = scenario.resolve()
     host = socket.gethostname()
     # Ray's unix sockets live under the temp dir: keep its path short (108-byte socket path limit).
