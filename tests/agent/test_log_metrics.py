@@ -163,3 +163,22 @@ def test_a_signatures_event_time_is_a_gauge_and_each_match_is_offered_as_a_suspe
     observer.observe(older.set_column(0, "ts", pa.array([0], pa.timestamp("ns", tz="UTC"))))
     assert _get(metrics, "ranklog_failure_signature_last_timestamp_seconds", signature="cuda_oom",
                 training_job="j", rank="3") == 1_796_212_802  # re-read old lines never move it back
+
+
+def test_rank_step_seconds_from_step_timing_and_from_a_duration_field() -> None:
+    """Rank 0 logs only its step (one a second: 1 s per step, across two batches too); rank 1 logs a
+    compute time as an ``extra=`` field, which wins over its step timing; ``step`` alone is no time."""
+    metrics, observer = _observer()
+    first = [{"msg": "step done", "rank": 0, "job": "j", "step": s, "source_id": "h:1:0:aa"} for s in (1, 2, 3)]
+    observer.observe(_batch(first))
+    assert _get(metrics, "ranklog_rank_step_seconds", training_job="j", rank="0") == 1.0
+    later = _batch([{"msg": "step done", "rank": 0, "job": "j", "step": 5, "source_id": "h:1:0:aa"}])
+    later = later.set_column(0, "ts", pa.array([(1_796_212_800 + 2 + 4) * 10**9], pa.timestamp("ns", tz="UTC")))
+    observer.observe(later)  # step 3 at +2 s, step 5 at +6 s: 2 s per step
+    assert _get(metrics, "ranklog_rank_step_seconds", training_job="j", rank="0") == 2.0
+    timed = [{"msg": "step computed", "rank": 1, "job": "j", "step": s, "source_id": "h:1:1:aa",
+              "attrs": f'{{"compute_time": {0.25 * s}, "fwd_bwd_ms": 9, "loss": 0.5}}'} for s in (1, 2, 3)]
+    observer.observe(_batch(timed))
+    assert _get(metrics, "ranklog_rank_step_seconds", training_job="j", rank="1") == 0.75  # the newest value
+    observer.observe(_batch([{"msg": "x", "rank": 2, "job": "j", "step": 1, "attrs": '{"step_count": 3, "iter": 4}'}]))
+    assert _get(metrics, "ranklog_rank_step_seconds", training_job="j", rank="2") is None

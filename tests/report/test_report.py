@@ -80,3 +80,21 @@ def test_healthy_run_report_marks_no_failure_and_draws_curves(tmp_path):
     loss = _section(dom, "plot-loss", "plot-throughput")
     assert '<path d="M' in loss
     assert "no errors" in _section(dom, "plot-timeline", "plot-volume")
+
+
+def test_straggler_report_plots_the_slow_rank_against_the_median(tmp_path):
+    """The torchrun straggler scenario's real output (rank 2, 4x from step 10): the report is degraded
+    (exit 3) and plots the time per step of the median rank and of rank 2, the first slow step marked."""
+    from tests.scenarios.harness import ROOT, load
+
+    scenario = load(ROOT / "torchrun_straggler")
+    page = tmp_path / "report.html"
+    out = subprocess.run(ranklog_cmd("report", "--log_dir", str(scenario.out), "-o", str(page)),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 3, out.stderr  # degraded
+    dom, console = dump_dom(page, tmp_path / "profile")
+    assert console == []
+    assert "Degraded: rank 2 on node1: straggler from step 10" in dom
+    plot = _section(dom, "plot-step-times", "top-templates")
+    assert plot.count('class="series"') >= 2 and "rank 2 (node1)" in plot and "median of the ranks" in plot
+    assert 'class="mark"' in plot

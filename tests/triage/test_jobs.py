@@ -129,3 +129,6 @@ def test_exit_status(failed_then_healthy, tmp_path):
     assert _ranklog("triage", "--no-such-flag")[0] == 2
     assert _ranklog("report", "--log_dir", str(failed_then_healthy), "--job", "job43",
                     "-o", str(tmp_path / "r.html"))[0] == 0
+    straggler = str(SCENARIOS / "torchrun_straggler" / "out")  # degraded: a straggler, no failure
+    assert _ranklog("triage", "--log_dir", straggler)[0] == 3
+    assert _ranklog("report", "--log_dir", straggler, "-o", str(tmp_path / "s.html"))[0] == 3

@@ -25,6 +25,7 @@ never a failure: the run may well end.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,7 @@ def find(matrix: StepMatrix | None) -> Straggler | None:
         return None
     import numpy as np
 
-    with np.errstate(all="ignore"):
+    with _quiet():
         period = _period(matrix)
         usual = float(np.nanpercentile(period, 25)) if np.isfinite(period).any() else float("nan")
         if not np.isfinite(usual) or usual <= 0:
@@ -82,6 +83,18 @@ def find(matrix: StepMatrix | None) -> Straggler | None:
             if found is not None:
                 return found
         return _slow_down(matrix, period, usual)
+
+
+@contextlib.contextmanager
+def _quiet():
+    """numpy without its warnings: steps no rank reached are NaN, as meant, and medians of them NaN too."""
+    import warnings
+
+    import numpy as np
+
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 def _period(matrix: StepMatrix):
@@ -193,7 +206,7 @@ def step_time_series(matrix: StepMatrix | None, flagged: Straggler | None = None
         return {"basis": None, "series": []}
     import numpy as np
 
-    with np.errstate(all="ignore"):
+    with _quiet():
         field = np.isfinite(matrix.seconds).mean() >= 0.5
         if field:
             per_rank = matrix.seconds
