@@ -40,11 +40,16 @@ def _ranklog(*args: str) -> tuple[int, str, str]:
 
 
 def _triage(*args: str) -> dict:
+    """The JSON result; its exit status is checked by :func:`_exit_matches` after what the test is about."""
     code, out, err = _ranklog("triage", *args, "--json")
     assert code in (0, 1, 3), err
     result = json.loads(out)
-    assert_exit(code, result)
+    result["_exit"] = code
     return result
+
+
+def _exit_matches(result: dict) -> None:
+    assert_exit(result.pop("_exit"), result)
 
 
 def _job_records(log_dir: Path, job: str) -> int:
@@ -70,6 +75,7 @@ def test_job_takes_in_no_record_without_a_job(job42_beside_another_run):
     assert not any(g["category"] for g in result["evidence"]["templates"])  # no "non-finite loss" from the other run
     code, out, err = _ranklog("query", "--log_dir", str(logs), "--job", "job42", "--count")
     assert code == 0 and int(out) == own, err
+    _exit_matches(result)
 
 
 def test_every_job_is_judged_and_the_failure_comes_first(job42_beside_another_run):
@@ -80,6 +86,7 @@ def test_every_job_is_judged_and_the_failure_comes_first(job42_beside_another_ru
     assert judged == {("job42", "no failure"), (None, "failure")}
     assert result["jobs_judged"][0]["status"] == "failure"
     assert result["verdict"]["category"] == "non-finite loss/gradients"
+    _exit_matches(result)
 
 
 def test_report_reads_metrics_logged_as_extra_fields(job42_beside_another_run, tmp_path):
@@ -110,6 +117,8 @@ def test_a_failed_job_is_not_hidden_by_a_later_healthy_one(failed_then_healthy):
     healthy = _triage("--log_dir", str(failed_then_healthy), "--job", "job43")
     assert healthy["verdict"]["status"] == "no failure" and healthy["jobs_judged"] == [
         {**healthy["jobs_judged"][0], "job": "job43"}]
+    _exit_matches(result)
+    _exit_matches(healthy)
 
 
 def test_report_names_every_job_and_exits_1(failed_then_healthy, tmp_path):
