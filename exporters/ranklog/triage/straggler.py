@@ -16,7 +16,9 @@ step buckets of the summary scan (:mod:`.progress`):
   rank slow from its very first step shows only in a duration field.
 
 A rank is a straggler from the first step (the change point) after which at least
-:data:`PERSIST` of its steps, and :data:`MIN_SLOW` at least, are below the score; the verdict
+:data:`PERSIST` of its steps, and :data:`MIN_SLOW` at least, are below the score, by
+:data:`MIN_EXTRA_S` a step at least (less is a busy machine's scheduling noise); from the timing of
+its lines only when the job's steps got slower with it (its peers waited: a synchronous job); the verdict
 names the rank with the lowest score over that stretch, its node, the first slow step and how much
 slower it is. Without one, a job whose usual step time grew the same way from some step on is a
 *slow-down*. Both need :data:`MIN_STEPS` steps seen. The result is status ``degraded`` (exit 3),
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from .progress import StepMatrix
 
 RELATIVE_SCORE = 0.75
+MIN_EXTRA_S = 0.05  # less extra time per step is scheduling noise, and below what line timestamps can tell
 MIN_STEPS = 8  # step buckets a job needs before anyone is called slow
 MIN_SLOW = 3  # slow buckets after the change point, at least
 PERSIST = 0.8  # share of the buckets from the change point on that must be slow
@@ -126,7 +129,7 @@ def _by_durations(matrix: StepMatrix, period, usual: float) -> Straggler | None:
     peers = np.nanmedian(matrix.seconds, axis=0)
     ratio = matrix.seconds / peers
     valid = np.isfinite(ratio)
-    slow = valid & (ratio >= 1.0 / RELATIVE_SCORE)
+    slow = valid & (ratio >= 1.0 / RELATIVE_SCORE) & (matrix.seconds - peers >= MIN_EXTRA_S)
     best: Straggler | None = None
     for row in np.flatnonzero(slow.any(axis=1)):
         found = _change_point(slow[row], valid[row])
@@ -150,7 +153,7 @@ def _by_lag(matrix: StepMatrix, period, usual: float) -> Straggler | None:
 
     lag = matrix.started - np.nanmedian(matrix.started, axis=0)
     lag[:, 0] = np.nan
-    threshold = (1.0 / RELATIVE_SCORE - 1.0) * usual
+    threshold = max((1.0 / RELATIVE_SCORE - 1.0) * usual, MIN_EXTRA_S)
     best: Straggler | None = None
     spread = np.nanmax(lag, axis=1) - np.nanmin(lag, axis=1)
     for row in np.flatnonzero(np.nan_to_num(spread) >= threshold):
@@ -165,6 +168,8 @@ def _by_lag(matrix: StepMatrix, period, usual: float) -> Straggler | None:
             if not slow[0] or slow.sum() < MIN_SLOW or slow.sum() < PERSIST * valid.sum():
                 continue
             score = float(np.median(usual / (usual + np.maximum(extra[valid], 0.0))))
+            if _job_factor(period, start, usual) < 1.0 / RELATIVE_SCORE:
+                break  # its peers did not wait for it: no synchronous step, so its lines' timing says nothing
             if best is None or score < best.score:
                 host, rank = matrix.keys[row]
                 best = Straggler(rank, host, int(matrix.steps[start]), score, _job_factor(period, start, usual),
@@ -178,7 +183,7 @@ def _slow_down(matrix: StepMatrix, period, usual: float) -> Straggler | None:
     import numpy as np
 
     valid = np.isfinite(period)
-    slow = valid & (period >= usual / RELATIVE_SCORE)
+    slow = valid & (period >= usual / RELATIVE_SCORE) & (period - usual >= MIN_EXTRA_S)
     found = _change_point(slow, valid)
     if found is None:
         return None
