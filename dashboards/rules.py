@@ -276,7 +276,7 @@ def _training_alerts(t: Thresholds) -> list[Alert]:
               f" and on(training_job) count by (training_job) (ranklog_rank_step_seconds)"
               f" >= {t.straggler_min_ranks}",
               t.straggler_for, "warning", "training",
-              "Rank {{ $labels.rank }} of job {{ $labels.training_job }} is a straggler",
+              "Straggler: rank {{ $labels.rank }} of job {{ $labels.training_job }} holds its steps back",
               f"Rank {{{{ $labels.rank }}}} of job {{{{ $labels.training_job }}}} on node {{{{ $labels.instance }}}} "
               f"has taken more than {1 / t.straggler_score:.2f}x the median time per step of its job's ranks for "
               f"{t.straggler_for} (ranklog_rank_step_seconds; relative score below {t.straggler_score:g}): every "

@@ -77,7 +77,7 @@ grid = (
         "s", "Each rank's own time per step: its compute/step duration field when its records carry one, else the "
              "time between its step advances. Click a series for that rank's logs.", rank_links=True), w=12)
     .add(timeseries(
-        "Step time against the job's median",
+        "Step time against the job median",
         targets((f"ranklog_rank_step_seconds{{{RANKS}}} / on(training_job) group_left() "
                  f"quantile by (training_job) (0.5, ranklog_rank_step_seconds{{{RANKS}}})",
                  "{{training_job}} rank {{rank}}")),
