@@ -245,17 +245,22 @@ class TriageData:
         is the fullest name the group's records give (a Ray actor's name over its class). The scan
         groups by step bucket too (:mod:`.progress`): :attr:`progress` holds those rows.
         """
-        from .progress import PROGRESS_COLUMNS, Progress, duration_keys, progress_sql, step_width
+        from .progress import PROGRESS_COLUMNS, Progress, duration_keys, progress_sql, roles_sql, step_width
 
         filters = _time_filters(start_ns, end_ns)
         where = ("WHERE " + " AND ".join(filters)) if filters else ""
         width = step_width(self.con, view, where)
         keys = duration_keys(self.con, view, where)
         self.con.execute(f"CREATE OR REPLACE TEMP TABLE progress AS {progress_sql(view, where, width, keys)}")
-        rows = self.con.execute("""
-            SELECT job, host, rank, local_rank, sum(n)::BIGINT, min(first_ns), max(last_ns), max(step_hi), pid,
-                   arg_max(role, length(role))
-            FROM progress GROUP BY job, host, rank, local_rank, pid""").fetchall()
+        rows = self.con.execute(f"""
+            WITH roles AS ({roles_sql(view, where)})
+            SELECT p.job, p.host, p.rank, p.local_rank, sum(p.n)::BIGINT, min(p.first_ns), max(p.last_ns),
+                   max(p.step_hi), p.pid, any_value(r.role)
+            FROM progress p LEFT JOIN roles r
+              ON p.job IS NOT DISTINCT FROM r.job AND p.host IS NOT DISTINCT FROM r.host
+             AND p.rank IS NOT DISTINCT FROM r.rank AND p.local_rank IS NOT DISTINCT FROM r.local_rank
+             AND p.pid IS NOT DISTINCT FROM r.pid
+            GROUP BY p.job, p.host, p.rank, p.local_rank, p.pid""").fetchall()
         table = self.con.sql(f"SELECT {', '.join(PROGRESS_COLUMNS)} FROM progress WHERE bucket IS NOT NULL "
                              "ORDER BY host, rank, local_rank, bucket").to_arrow_table()
         self.progress = Progress(table, width, keys)

@@ -48,25 +48,34 @@ def step_width(con: duckdb.DuckDBPyConnection, view: str, where: str) -> int:
 
 
 def seconds_sql(keys: list[DurationKey]) -> str:
-    """SQL for a record's duration per step in seconds (the first of `keys` it has), or NULL."""
+    """SQL for a bucket's mean duration per step in seconds (the first of `keys` a record has), or NULL."""
     if not keys:
-        return "NULL::DOUBLE"
+        return "NULL::DOUBLE"  # no aggregate over every record for nothing
     parts = [f"TRY_CAST(json_extract_string(attrs, '$.\"{k.name}\"') AS DOUBLE) * {k.scale}" for k in keys]
-    return f"coalesce({', '.join(parts)})" if len(parts) > 1 else parts[0]
+    return f"avg({f'coalesce({chr(44).join(parts)})' if len(parts) > 1 else parts[0]})"
 
 
 PROGRESS_COLUMNS = ("job", "host", "rank", "local_rank", "pid", "bucket", "n", "first_ns", "last_ns", "step_lo",
-                    "step_hi", "role", "seconds")
+                    "step_hi", "seconds")
 
 
 def progress_sql(view: str, where: str, width: int, keys: list[DurationKey]) -> str:
-    """The summary scan: one row per process and step bucket (see the module docstring)."""
+    """The summary scan: one row per process and step bucket (see the module docstring). Times are
+    aggregated as timestamps and converted once per group, not once per record."""
     return f"""
         SELECT job, host, rank, local_rank, pid, step // {width} AS bucket, count(*) AS n,
-               min(epoch_ns(ts)) AS first_ns, max(epoch_ns(ts)) AS last_ns, min(step) AS step_lo,
-               max(step) AS step_hi, arg_max(role, length(role)) AS role, avg({seconds_sql(keys)}) AS seconds
+               epoch_ns(min(ts)) AS first_ns, epoch_ns(max(ts)) AS last_ns, min(step) AS step_lo,
+               max(step) AS step_hi, {seconds_sql(keys)} AS seconds
         FROM {view} {where}
         GROUP BY job, host, rank, local_rank, pid, bucket"""
+
+
+def roles_sql(view: str, where: str) -> str:
+    """Each process's fullest role (a Ray actor's name over its class), apart: only records with a
+    role are read, which Parquet's statistics skip wholesale when a run has none."""
+    return f"""
+        SELECT job, host, rank, local_rank, pid, arg_max(role, length(role)) AS role FROM {view}
+        {where} {"AND" if where else "WHERE"} role IS NOT NULL GROUP BY job, host, rank, local_rank, pid"""
 
 
 @dataclass
