@@ -10,7 +10,7 @@ others were waiting in: the hang's root cause.
 
 The dumps are read in DuckDB (a dump holds up to ``TORCH_FR_BUFFER_SIZE`` entries; only the numbers
 per rank and group come back to Python). They are no log lines: the rest of triage never sees them
-(:func:`.gather._time_filters`).
+(:meth:`.gather.TriageData._own_records`).
 """
 
 from __future__ import annotations

@@ -66,6 +66,9 @@ LAUNCHER_SUCCEEDED = (r"WorkerState\.SUCCEEDED|worker group successfully finishe
                       r"|[Tt]raining (?:run )?(?:finished|completed) successfully|exited with (?:exit )?(?:code|status) 0\b")
 LAUNCHER_FAILED = (r"WorkerState\.FAILED|ChildFailedError|Job '[^']+' failed|[Tt]raining (?:run )?failed"
                    r"|exited with (?:exit )?(?:code|status) -?[1-9]")
+# ranklog's own records about the logs, kept out of the evidence (TriageData._own_records)
+OWN_RECORDS = {"verdicts": f"format <> '{ANNOTATION_FORMAT}'",
+               "flight recorder": f"logger IS DISTINCT FROM '{FR_LOGGER}'"}
 # A step record that says its step is over: what the rank does next belongs to the next step.
 STEP_OVER = r"(?i)\b(?:done|finished|completed?|ended|end of)\b"
 # DuckDB reads only the columns a query uses.
@@ -142,7 +145,7 @@ class TriageData:
         self._selected = False
         self._joined = False
         self.progress: Progress | None = None  # the step buckets of the last summary scan
-        self._flight: bool | None = None
+        self._own: list[str] | None = None
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -209,7 +212,7 @@ class TriageData:
         In a single-node job a record without a global rank but with a local rank (a torchrun
         ``--log-dir`` file) gets the local rank as its rank: on one node they are the same.
         """
-        filters = _time_filters(start_ns, end_ns)
+        filters = self._filters(start_ns, end_ns)
         if selection is not None and selection.where():
             filters.append(selection.where())
         where = ("WHERE " + " AND ".join(filters)) if filters else ""
@@ -247,7 +250,7 @@ class TriageData:
         """
         from .progress import PROGRESS_COLUMNS, Progress, duration_keys, progress_sql, roles_sql, step_width
 
-        filters = _time_filters(start_ns, end_ns)
+        filters = self._filters(start_ns, end_ns)
         where = ("WHERE " + " AND ".join(filters)) if filters else ""
         width = step_width(self.con, view, where)
         keys = duration_keys(self.con, view, where)
@@ -313,10 +316,20 @@ class TriageData:
 
     def has_flight_records(self) -> bool:
         """Whether any record is a flight recorder dump (one cheap look: the logger column's statistics)."""
-        if self._flight is None:
-            self._flight = bool(self.con.execute(
-                f"SELECT 1 FROM all_records WHERE logger = {_sql_string(FR_LOGGER)} LIMIT 1").fetchall())
-        return self._flight
+        return OWN_RECORDS["flight recorder"] in self._own_records()
+
+    def _own_records(self) -> list[str]:
+        """The conditions that leave out ranklog's own records about the logs — triage's verdicts
+        (``--annotate``: a verdict is no evidence) and flight recorder dumps (read apart,
+        :mod:`.flight_recorder`) — for the kinds the data holds (one cheap look each, answered by the
+        columns' statistics when there are none: no predicate is paid for on every record)."""
+        if self._own is None:
+            self._own = [condition for kind, condition in OWN_RECORDS.items() if self.con.execute(
+                f"SELECT 1 FROM all_records WHERE NOT ({condition}) LIMIT 1").fetchall()]
+        return self._own
+
+    def _filters(self, start_ns: int | None, end_ns: int | None) -> list[str]:
+        return [*self._own_records(), *_time_range(start_ns, end_ns)]
 
     def flight_recorder(self, selection: Selection | None, start_ns: int | None, end_ns: int | None) -> list[Stuck]:
         """What the selection's flight recorder dumps say (:mod:`.flight_recorder`)."""
@@ -555,13 +568,6 @@ def _processes(groups: list[Group], single_host: bool) -> list[Process]:
             role=next((g.role for g in parts if g.role), None)))
     out.sort(key=lambda p: (p.rank is None, p.rank if p.rank is not None else 0, p.host))
     return out
-
-
-def _time_filters(start_ns: int | None, end_ns: int | None) -> list[str]:
-    """The time range, and never ranklog's own records about the logs: triage's verdicts (``--annotate``:
-    a verdict is no evidence) and flight recorder dumps (read apart, :mod:`.flight_recorder`)."""
-    return [f"format <> {_sql_string(ANNOTATION_FORMAT)}", f"logger IS DISTINCT FROM {_sql_string(FR_LOGGER)}",
-            *_time_range(start_ns, end_ns)]
 
 
 def _time_range(start_ns: int | None, end_ns: int | None) -> list[str]:
