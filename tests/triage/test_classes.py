@@ -15,9 +15,11 @@ from ranklog.query.sources import open_source
 from ranklog.triage.analyze import analyze
 from ranklog.triage.gather import TriageData
 from tests.scenarios.harness import ROOT, load
+from tests.scenarios.library import restore_mtimes
 
 
 def _triage(folder: Path):
+    restore_mtimes(folder.parent)  # lines without a time take their file's mtime, which git does not keep
     return analyze(TriageData.from_source(open_source(log_dir=str(folder))))
 
 
@@ -84,6 +86,7 @@ def test_a_launchers_success_does_not_clear_a_nan_loss():
     from ranklog.triage.gather import gather
     from ranklog.triage.verdict import decide
 
+    restore_mtimes(ROOT / "verl_console_nan")
     data = TriageData.from_source(open_source(log_dir=str(ROOT / "verl_console_nan" / "out")))
     evidence = collect(gather(data)[0])
     evidence.launcher = [("vm", True, "Local worker group finished (WorkerState.SUCCEEDED).")]
