@@ -99,62 +99,6 @@ def test_zoned_times_keep_their_offsets() -> None:
     assert got == [base + 1000, base + 2000]
 
 
-def test_fast_layout_twin_gives_the_lazy_patterns_groups() -> None:
-    """The one-pass twin of `TS - name - LEVEL - msg` takes only lines where the lazy pattern finds the
-    very same groups; the others (logger names with spaces) still get the lazy pattern's answer."""
-    import pyarrow.compute as pc
-
-    from ranklog.parse.formats.python import PYTHON_LAYOUTS
-
-    layout = PYTHON_LAYOUTS[0]
-    assert layout.fast is not None and layout.patterns == (layout.fast, layout.pattern)
-    lines = pa.array([
-        "2026-12-02 13:04:05,123 - verl.trainer - INFO - step 1 - loss 0.5",
-        "2026-12-02 13:04:05,123 - a-b - WARNING - x - ERROR - y",
-        "2026-12-02T13:04:05.123456Z - torch - ERROR - boom",
-        "2026-12-02 13:04:05,123 - my logger - INFO - spaces in the name",
-        "2026-12-02 13:04:05,123 - x - INFO - a - y - ERROR - b",
-        "2026-12-02 13:04:05 - x - NOTALEVEL - m",
-        "2026-12-02 13:04:05,123 - naïve-ünïcode - DEBUG - é",
-        "2026-12-02 13:04:05,123 -  - INFO - empty logger",
-    ])
-    lazy = pc.extract_regex(lines, layout.pattern)
-    fast = pc.extract_regex(lines, layout.fast)
-    taken = fast.is_valid().to_pylist()
-    assert taken == [True, True, True, False, True, False, True, False]
-    for i, hit in enumerate(taken):
-        if hit:
-            assert fast[i].as_py() == lazy[i].as_py()
-
-
-def test_python_parse_is_the_same_with_and_without_the_fast_twin() -> None:
-    from dataclasses import replace
-
-    from ranklog.parse import SourceContext
-    from ranklog.parse.formats.python import PYTHON
-    from ranklog.parse.text_layouts import TextFormat, parse_text_lines
-
-    text = "\n".join([
-        "2026-12-02 13:04:05,123 - verl.trainer - INFO - step 1 - loss 0.5",
-        "2026-12-02 13:04:05,124 - my logger - ERROR - failed",
-        "Traceback (most recent call last):",
-        '  File "x.py", line 1, in <module>',
-        "ValueError: bad",
-        "2026-12-02 13:04:05,125 - a-b - WARNING - x - ERROR - y",
-        "INFO:root:basic layout",
-        "free text",
-    ]).encode() + b"\n"
-    slow = TextFormat(layouts=tuple(replace(layout, fast=None) for layout in PYTHON.layouts), prefixes=PYTHON.prefixes)
-
-    def run(fmt: TextFormat) -> list[dict]:
-        ctx = SourceContext(source="/x.log", source_id="s", format="python", host="h", ip="127.0.0.1")
-        return parse_text_lines(text, 0, ctx, final=True, read_time_ns=0, fmt=fmt).batch.to_pylist()
-
-    fast_rows, slow_rows = run(PYTHON), run(slow)
-    assert len(fast_rows) == 5
-    assert fast_rows == slow_rows
-
-
 def test_values_as_one_spans_exactly_the_slice() -> None:
     from ranklog.parse.arrowbytes import values_as_one
 

@@ -17,7 +17,7 @@ def test_ray_markers_set_role_and_job_and_survive_a_restart_through_state():
     ctx = make_ctx("ray", fields={"pid": 41230, "job": "01000000"})
     first = parse(b":job_id:02000000\n:actor_name:WorkerDict_0:3\nstep 0\n", 0, ctx, final=False,
                   read_time_ns=READ_TIME_NS)
-    assert ctx.state == {"role": "WorkerDict_0:3", "job": "02000000"}
+    assert {k: ctx.state[k] for k in ("role", "job")} == {"role": "WorkerDict_0:3", "job": "02000000"}
     restarted = make_ctx("ray", fields={"pid": 41230, "job": "01000000"})
     restarted.state = json.loads(json.dumps(ctx.state))  # persisted with the checkpoint as JSON
     assert first.consumed == len(b":job_id:02000000\n:actor_name:WorkerDict_0:3\n")  # "step 0" may continue
@@ -45,7 +45,8 @@ def test_ray_cpp_layout_and_oom_killer_continuation():
     (row,) = rows(parse_whole(data, make_ctx("ray"))[0])
     assert row["level"] == "ERROR" and row["pid"] == 4100 and row["ts"] == 1_796_216_406_250_000_000
     assert row["msg"].startswith("Task was killed due to the node running low on memory.\n  Memory on the node")
-    assert json.loads(row["attrs"]) == {"tid": "4101", "component": "raylet", "file": "node_manager.cc:3069"}
+    assert json.loads(row["attrs"]) == {"tid": "4101", "component": "raylet", "file": "node_manager.cc:3069",
+                                        "tz_assumed": "UTC"}
 
 
 def test_ray_file_mixing_json_and_text_lines():
@@ -97,7 +98,7 @@ def test_torchrun_tee_prefix_and_rank_prefix_stack():
     (row,) = rows(parse_whole(line.encode(), make_ctx("torchrun", fields={"job": "run", "attempt": 1}))[0])
     assert (row["local_rank"], row["rank"], row["role"], row["level"], row["job"]) == (2, 10, "default", "ERROR", "run")
     assert row["msg"] == nccl_watchdog(10)
-    assert json.loads(row["attrs"]) == {"attempt": 1, "file": "ProcessGroupNCCL.cpp:616"}
+    assert json.loads(row["attrs"]) == {"attempt": 1, "file": "ProcessGroupNCCL.cpp:616", "tz_assumed": "UTC"}
 
 
 def test_torchrun_error_json_is_one_error_record():

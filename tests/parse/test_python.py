@@ -35,7 +35,7 @@ def test_layouts(line, ts, level, logger, msg):
 def test_glog_year_comes_from_the_read_time_and_pid_file_are_kept():
     (row,) = rows(parse_whole(b"I1202 13:04:05.123456 77 file.cc:42] hi\n", make_ctx("python"))[0])
     assert row["ts"] == 1_796_216_645_123_456_000 and row["pid"] == 77
-    assert json.loads(row["attrs"]) == {"file": "file.cc:42"}
+    assert json.loads(row["attrs"]) == {"file": "file.cc:42", "tz_assumed": "UTC"}
 
 
 def test_unrecognised_lines_are_whole_messages_with_a_guessed_level():

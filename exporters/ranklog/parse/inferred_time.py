@@ -81,10 +81,12 @@ def note_last_times(ts: pa.Array, ctxs: list[SourceContext], counts: list[int]) 
     return timed
 
 
-def mark(attrs: pa.Array, reasons: pa.Array) -> pa.Array:
-    """attrs JSON with ``"ts_inferred": reason`` added where `reasons` is not null."""
+def mark(attrs: pa.Array | None, reasons: pa.Array, name: str = ATTR) -> pa.Array:
+    """attrs JSON with ``"<name>": reason`` (``ts_inferred`` by default) added where `reasons` is not null."""
+    if attrs is None:
+        attrs = pa.nulls(len(reasons), pa.string())
     marked = pc.is_valid(reasons)
-    key = pc.binary_join_element_wise(f'"{ATTR}":"', reasons, '"', "")
+    key = pc.binary_join_element_wise(f'"{name}":"', reasons, '"', "")
     alone = pc.binary_join_element_wise("{", key, "}", "")
     body = pc.utf8_slice_codeunits(attrs, 1)  # the existing object without its "{"
     joined = pc.binary_join_element_wise(pc.binary_join_element_wise("{", key, ",", ""), body, "")

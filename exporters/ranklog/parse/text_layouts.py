@@ -25,12 +25,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS
+from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS, ts_array
 
+from . import zones
 from .arrowbytes import first_bytes, value_lengths
 from .batch import build_batch, build_batch_many, empty_batch
 from .contract import ParseResult
+from .dating import TIME_GROUPS, date_partial_times, ns_or_nat, read_times
 from .groups import extract_groups
+from .inference import Lesson, learn, relearn
+from .inference.prefixes import ANY_LAUNCHER_PREFIX, LAUNCHER_PREFIXES
+from .inferred_time import STATE_KEY as TS_STATE_KEY
+from .inferred_time import mark
 from .joined import Finish, Read, finished, join_reads, max_line_bytes, unchanged
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
@@ -46,7 +52,7 @@ from .multiline import (
     group_lines,
 )
 from .steps import extract_steps
-from .timestamps import strings_to_timestamps
+from .timestamps import ZONED_END, strings_to_timestamps
 
 if TYPE_CHECKING:
     from .contract import SourceContext
@@ -62,22 +68,11 @@ _ROW_FIELDS = frozenset(FIELDS) - {"source", "source_id", "offset", "format", "a
 
 @dataclass(frozen=True)
 class Layout:
-    """A line layout: an RE2 `pattern` with named groups, and optionally its `fast` twin.
-
-    RE2 extracts groups ~3× cheaper when a pattern is *one-pass* (anchored, every byte decides the
-    next step, at most 4 groups) than with its backtracker. A layout whose natural pattern is not
-    one-pass (a lazy ``.*?`` that must look ahead) may name a one-pass `fast` pattern that matches a
-    subset of its lines with the very same groups and values; it is tried first, and the natural
-    pattern only sees the lines the twin left over, so the result is that of `pattern` alone.
-    """
+    """A fixed line layout: an RE2 `pattern` with named groups (a user's regex, the ranklog logger's
+    text layout); other layouts are learned per source (:mod:`.inference`)."""
 
     name: str
     pattern: str
-    fast: str | None = None
-
-    @property
-    def patterns(self) -> tuple[str, ...]:
-        return (self.fast, self.pattern) if self.fast else (self.pattern,)
 
 
 @dataclass(frozen=True)
@@ -91,6 +86,9 @@ class TextFormat:
     traceback_follows_any_header: bool = False
     # lines `{` / `{{` stand for runs of another writer's lines the caller keeps out (see multiline)
     interjections: bool = False
+    # learn each source's header layout from its lines (:mod:`.inference`), after `layouts`, and peel
+    # the launchers' prefixes (:mod:`.inference.prefixes`) after `prefixes`
+    learn: bool = False
 
 
 def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int,
@@ -101,8 +99,10 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
     n = len(lines)
     if n == 0:
         return ParseResult(empty_batch(), lines.consumed, 0)
-    marked = _mark(data, lines, fmt, options.get("timezone", "UTC"), read_time_ns)
+    marked = _mark(data, lines, fmt, [(0, n, ctx)], read_time_ns)
     grouping, consumed = _group(marked, 0, n, lines, final=final or lines.cut, options=options)  # a cut line ends what it is in
+    if marked.lessons:
+        marked.lessons[0].commit(ctx, grouping.cut)
     if not len(grouping.starts):
         return ParseResult(empty_batch(), consumed, 0)
     if lines.cut:
@@ -136,17 +136,19 @@ def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: Text
         results[i] = finished(one, reads[i][2], finish)
     if together is None:
         return [results[i] for i in range(len(reads))]
-    first_ctx = together.reads[0][2]
     ranges = together.line_ranges()
     read_ends = np.repeat([hi for _, hi in ranges], [hi - lo for lo, hi in ranges])
-    marked = _mark(together.data, together.lines, fmt, first_ctx.options.get("timezone", "UTC"), read_time_ns,
-                   read_ends=read_ends)
+    marked = _mark(together.data, together.lines, fmt,
+                   [(lo, hi, ctx) for (lo, hi), (_, _, ctx, _) in zip(ranges, together.reads, strict=True)],
+                   read_time_ns, read_ends=read_ends)
     starts, multi, rows, consumed = [], {}, [], []
-    for (lo, hi), own, (_, _, ctx, final) in zip(ranges, together.splits, together.reads, strict=True):
+    for k, ((lo, hi), own, (_, _, ctx, final)) in enumerate(zip(ranges, together.splits, together.reads, strict=True)):
         if hi == lo:
             grouping, used = Grouping(np.zeros(0, dtype=np.int64), {}, 0), own.consumed
         else:
             grouping, used = _group(marked, lo, hi, own, final=final, options=ctx.options)
+        if marked.lessons and hi > lo:
+            marked.lessons[k].commit(ctx, grouping.cut, lo)
         starts.append(grouping.starts + lo)
         multi.update((start + lo, group.shifted(lo)) for start, group in grouping.multi.items())
         rows.append(len(grouping.starts))
@@ -178,18 +180,75 @@ class _Marked:
     header: np.ndarray  # lines a layout matched
     kinds: np.ndarray
     lengths: np.ndarray
+    lessons: list[Lesson]  # per read, what its source learned (formats that learn)
 
 
-def _mark(data: bytes, lines: Lines, fmt: TextFormat, tz: str, read_time_ns: int,
+def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int, SourceContext]], read_time_ns: int,
           read_ends: np.ndarray | None = None) -> _Marked:
-    """`read_ends`: per line, the end of its read's lines when `lines` joins several reads."""
+    """`reads`: (first line, end line, ctx) of each read joined in `lines` (one format and options);
+    `read_ends`: per line, the end of its read's lines when `lines` joins several reads."""
+    tz = reads[0][2].options.get("timezone", "UTC")
     body = decode_lines(data, lines)
-    prefix_fields, streams, prefixed, body = _peel_prefixes(body, fmt.prefixes)
-    header_fields, header = _match_layouts(body, fmt, tz, read_time_ns)
+    prefixes = (*fmt.prefixes, *LAUNCHER_PREFIXES) if fmt.learn else fmt.prefixes
+    prefix_fields, streams, prefixed, body = _peel_prefixes(body, prefixes, ANY_LAUNCHER_PREFIX if fmt.learn else None)
+    fixed = tuple(layout.pattern for layout in fmt.layouts)
+    if not fmt.learn:
+        header_fields, header = _match_layouts(body, fixed, fmt, tz, read_time_ns)
+        lessons = []
+    else:
+        lessons = [learn(ctx, body, lo, hi) for lo, hi, ctx in reads]
+        header_fields, header = _match_learned(body, reads, lessons, fixed, fmt, tz, read_time_ns)
+        unmatched = ~header & (value_lengths(body) > 0)
+        changed = [relearn(lesson, body, unmatched, lo, hi) for lesson, (lo, hi, _) in zip(lessons, reads, strict=True)]
+        if any(changed):  # a new header shape: the lines are matched again with what was learned
+            header_fields, header = _match_learned(body, reads, lessons, fixed, fmt, tz, read_time_ns)
+        header_fields = _dated(header_fields, reads, read_time_ns)
     severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
     kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header,
                       interjections=fmt.interjections, read_ends=read_ends)
-    return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts)
+    return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts,
+                   lessons)
+
+
+def _match_learned(body: pa.Array, reads: list[tuple[int, int, SourceContext]], lessons: list[Lesson],
+                   fixed: tuple[str, ...], fmt: TextFormat, tz: str, read_time_ns: int
+                   ) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """:func:`_match_layouts` of each read's lines with its source's learned layouts (after the fixed
+    ones): reads that learned the same (a job's ranks log alike) in one pass."""
+    by_patterns: dict[tuple[str, ...], list[int]] = {}
+    for k, lesson in enumerate(lessons):
+        by_patterns.setdefault(fixed + lesson.patterns(), []).append(k)
+    if len(by_patterns) == 1:
+        return _match_layouts(body, next(iter(by_patterns)), fmt, tz, read_time_ns)
+    n = len(body)
+    header = np.zeros(n, dtype=bool)
+    parts: dict[str, list[tuple[np.ndarray, pa.Array]]] = {}
+    for patterns, members in by_patterns.items():
+        rows = np.concatenate([np.arange(reads[k][0], reads[k][1]) for k in members])
+        fields, hit = _match_layouts(body.take(pa.array(rows)), patterns, fmt, tz, read_time_ns)
+        header[rows] = hit
+        for name, column in fields.items():
+            parts.setdefault(name, []).append((rows, column))
+    return {name: _scatter(pieces, n) for name, pieces in parts.items()}, header
+
+
+def _dated(fields: dict[str, pa.Array], reads: list[tuple[int, int, SourceContext]], read_time_ns: int) -> dict[str, pa.Array]:
+    """The header times with the partial ones (no year, no date) dated from each read's own file."""
+    yearless, clock = fields.pop("_yearless", None), fields.pop("_clock", None)
+    if yearless is None and clock is None:
+        return fields
+    n = len(yearless if yearless is not None else clock)
+    ts = fields.get("ts")
+    ts = pa.nulls(n, pa.timestamp("us", tz="UTC")) if ts is None else ts
+    values, known = ns_or_nat(ts), np.asarray(ts.is_valid())
+    for lo, hi, ctx in reads:
+        own = slice(lo, hi)
+        values[own], known[own] = date_partial_times(
+            values[own], known[own], None if yearless is None else yearless.slice(lo, hi - lo),
+            None if clock is None else clock.slice(lo, hi - lo), ctx.options.get("timezone", "UTC"),
+            ctx.state.get(TS_STATE_KEY), ctx.mtime_ns or read_time_ns)
+    fields["ts"] = ts_array(pa.array(values, pa.int64(), mask=~known))
+    return fields
 
 
 def _group(marked: _Marked, lo: int, hi: int, lines: Lines, *, final: bool, options: dict) -> tuple[Grouping, int]:
@@ -205,11 +264,16 @@ def _group(marked: _Marked, lo: int, hi: int, lines: Lines, *, final: bool, opti
 
 
 # -- prefixes --------------------------------------------------------------------------------------
-def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]
+def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...], any_prefix: str | None = None
                    ) -> tuple[dict[str, pa.Array], np.ndarray | None, np.ndarray, pa.Array]:
+    """Each prefix pattern, in order, peeled where it starts a line: its named groups as record fields
+    (``_prefix_ts``: a time), the line's stream (its prefixes' texts, or their ``_key`` groups), the rest.
+    `any_prefix`: one test for all of them, skipping every pattern when no line has one."""
     fields: dict[str, pa.Array] = {}
     stream: pa.Array | None = None
     prefixed = np.zeros(len(body), dtype=bool)
+    if any_prefix is not None and prefixes and not pc.any(pc.match_substring_regex(body, any_prefix)).as_py():
+        return fields, None, prefixed, body
     for pattern in prefixes:
         # (the check leaves out the rest of the line: on a line it always matches, and without it RE2
         # stops at the prefix instead of reading every line to its end)
@@ -219,12 +283,15 @@ def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]
         found = extract_groups(body, wrapped)
         matched = found.is_valid()
         prefixed |= np.asarray(matched)
-        prefix_text = pc.if_else(matched, found.field("_prefix"), "")
+        names = [found.type.field(i).name for i in range(found.type.num_fields)]
+        prefix_text = pc.if_else(matched, found.field("_key" if "_key" in names else "_prefix"), "")
         stream = prefix_text if stream is None else pc.binary_join_element_wise(stream, prefix_text, "")
-        for name in found.type.names if hasattr(found.type, "names") else [f.name for f in found.type]:
-            if name.startswith("_"):
+        for name in names:
+            if name.startswith("_") and name != "_prefix_ts":
                 continue
             value = _blank_to_null(pc.if_else(matched, found.field(name), pa.scalar(None, pa.string())))
+            if name == "_prefix_ts":
+                name, value = "ts", strings_to_timestamps(value)
             fields[name] = value if name not in fields else pc.coalesce(fields[name], value)
         body = pc.if_else(matched, found.field("_rest"), body)
     codes = None if stream is None else np.asarray(stream.dictionary_encode().indices.to_numpy(zero_copy_only=False))
@@ -232,7 +299,8 @@ def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...]
 
 
 # -- layouts ---------------------------------------------------------------------------------------
-def _match_layouts(body: pa.Array, fmt: TextFormat, tz: str, read_time_ns: int) -> tuple[dict[str, pa.Array], np.ndarray]:
+def _match_layouts(body: pa.Array, patterns: tuple[str, ...], fmt: TextFormat, tz: str,
+                   read_time_ns: int) -> tuple[dict[str, pa.Array], np.ndarray]:
     """Record columns (full length, null where no layout matched) and the header mask.
 
     The first pattern extracts its groups from every line at once: a file's lines mostly share a
@@ -244,7 +312,7 @@ def _match_layouts(body: pa.Array, fmt: TextFormat, tz: str, read_time_ns: int) 
     n = len(body)
     remaining = np.ones(n, dtype=bool)
     parts: dict[str, list[tuple[np.ndarray, pa.Array]]] = {}
-    for k, pattern in enumerate(pattern for layout in fmt.layouts for pattern in layout.patterns):
+    for k, pattern in enumerate(patterns):
         rows = np.flatnonzero(remaining)
         if not len(rows):
             break
@@ -276,17 +344,27 @@ def _layout_columns(found: pa.StructArray, fmt: TextFormat, tz: str, read_time_n
     names = [found.type.field(i).name for i in range(found.type.num_fields)]
     raw = {name: _blank_to_null(found.field(name)) for name in names}
     out: dict[str, pa.Array] = {}
-    if "_time" in raw:
+    if "_time" in raw:  # a fixed layout's glog time: month, day and time (the year is the read time's)
         year = str(datetime.fromtimestamp(read_time_ns / 1e9, tz=timezone.utc).year)
         raw["ts"] = pc.binary_join_element_wise(year, "-", raw["_month"], "-", raw["_day"], "T", raw["_time"], "")
-    if "ts" in raw:
-        out["ts"] = strings_to_timestamps(raw["ts"], tz)
+    timed = [name for name in names if name in TIME_GROUPS] or (["ts"] if "ts" in raw else [])
+    for name in timed:
+        times = read_times(name, raw[name], tz)
+        out["ts"] = times.ts
+        if times.yearless is not None:
+            out["_yearless"] = times.yearless
+        if times.clock is not None:
+            out["_clock"] = times.clock
+        naive = times.naive
+        if name == "ts":  # a fixed layout's ISO time may or may not carry its zone
+            naive = pc.invert(pc.fill_null(pc.match_substring_regex(raw[name], ZONED_END), True))
+        out["_naive"] = pa.repeat(pa.scalar(naive), len(found)) if isinstance(naive, bool) else naive
     if "level" in raw:
         out["level"] = normalize_levels(raw["level"])
-    for name in ("msg", "logger", "host", "ip", "job", "role", "trace_id", "exc"):
+    for name in ("logger", "host", "ip", "job", "role", "trace_id", "exc"):
         if name in raw:
             out[name] = raw[name]
-    if "msg" in names and "msg" not in out:
+    if "msg" in names:  # (an empty message is one: the header said it all)
         out["msg"] = found.field("msg")
     for name in (*INT32_FIELDS, *INT64_FIELDS):
         if name in raw and name != "offset":
@@ -461,6 +539,12 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
     if extra_attrs:
         columns["attrs"] = _merge_rows(columns.get("attrs"), extra_attrs, len(starts))
     columns["step"], columns["attrs"] = extract_steps(msg, columns.get("step"), columns.get("attrs"))
+    naive = columns.pop("_naive", None)
+    if naive is not None:  # times read in the writer's zone, not stated by the line
+        zone = files[0][0].options.get(zones.OPTION, "UTC")
+        assumed = pc.if_else(pc.fill_null(naive, False), pa.scalar(zone), pa.scalar(None, pa.string()))
+        if assumed.null_count < len(assumed):
+            columns["attrs"] = mark(columns.get("attrs"), assumed, zones.ATTR)
     return {name: col for name, col in columns.items() if col is not None}
 
 

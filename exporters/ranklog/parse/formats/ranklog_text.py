@@ -12,12 +12,14 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from ..inference.vocabulary import LEVEL_WORDS, TIME_BY_NAME, ZONE
 from ..text_layouts import Layout, TextFormat, parse_text_lines, parse_text_lines_many
-from .python import LEVEL_WORD, PYTHON_LAYOUTS, TS
 
 if TYPE_CHECKING:
     from ..contract import ParseResult, SourceContext
 
+TS = rf"{TIME_BY_NAME['iso'].re2}(?:{ZONE})?"
+LEVEL_WORD = "|".join(LEVEL_WORDS)
 RANKLOG_TEXT = Layout(
     "ranklog-text",
     rf"^(?P<ts>{TS}) +(?P<level>{LEVEL_WORD}) +(?P<logger>\S+) +(?:\[(?P<_kv>[^\]]*)\] +)?(?P<msg>.*)$",
@@ -51,8 +53,8 @@ def parse_pairs(values: list[str | None]) -> list[dict[str, Any]]:
     return rows
 
 
-RANKLOG_TEXT_FORMAT = TextFormat(layouts=(RANKLOG_TEXT, *PYTHON_LAYOUTS), kv_hook=parse_pairs,
-                                 traceback_follows_any_header=True)
+RANKLOG_TEXT_FORMAT = TextFormat(layouts=(RANKLOG_TEXT,), kv_hook=parse_pairs, traceback_follows_any_header=True,
+                                 learn=True)
 
 
 def parse_ranklog_text(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool,

@@ -1,7 +1,7 @@
 """`ray` format: everything under a Ray session's ``logs/`` folder.
 
 - Worker files ``worker-<worker_id>-<job_id>-<pid>.{out,err}``: the process's own stdout/stderr
-  (prints, Python logging in any layout of :mod:`.python`, Ray's structured JSON lines when the job
+  (prints, Python logging in any layout, learned per file as in :mod:`.python`, Ray's structured JSON lines when the job
   uses ``ray.LoggingConfig(encoding="JSON")``), with Ray's marker lines ``:actor_name:WorkerDict_0``
   / ``:task_name:f`` that say which actor or task the following lines belong to → ``role`` (kept in
   ``ctx.state["role"]`` across restarts). The marker lines stay records too (nothing is dropped).
@@ -9,7 +9,8 @@
   ip=10.0.0.2)`` prefix → role (the actor class), pid and ip of the origin; each prefix is its own
   stream for multi-line grouping, so interleaved tracebacks stay whole.
 - C++ components (``raylet``, ``gcs_server``, ``python-core-worker/driver``):
-  ``[2025-10-01 08:00:00,123 I 1234 5678] (raylet) file.cc:42: msg`` → ts, level, pid, attrs tid/file.
+  ``[2025-10-01 08:00:00,123 I 1234 5678] (raylet) file.cc:42: msg`` → ts, level, pid, attrs
+  tid/component/file (a layout learned like any other).
 - JSON lines (a line starting with ``{`` that parses as an object) are mapped like the ``json``
   format (Ray's keys: asctime/timestamp_ns, levelname, message, job_id, actor_name, …); a mixed file
   is split into runs of JSON and text lines, each parsed by its own path.
@@ -35,22 +36,14 @@ from ..joined import Read, max_line_bytes
 from ..json_bulk import parse_json_lines, parse_json_lines_many
 from ..lines import split_lines
 from ..multiline import INTERJECTION, LONG_INTERJECTION
-from ..text_layouts import Layout, TextFormat, parse_text_lines, parse_text_lines_many
+from ..text_layouts import TextFormat, parse_text_lines, parse_text_lines_many
 from .json import build_mapping
-from .python import PYTHON_LAYOUTS, RANK_PREFIX
 
 if TYPE_CHECKING:
     from ..contract import SourceContext
 
-RAY_CPP = Layout(
-    "ray-cpp",
-    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d+) (?P<level>[DIWEF]) (?P<pid>\d+) (?P<tid>\d+)\] "
-    r"(?:\((?P<component>[\w\-]+)\) )?(?P<file>[\w./\-]+:\d+): (?P<msg>.*)$",
-)
-DRIVER_PREFIX = r"\((?:(?P<role>[^\s()=,]+) )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?[^)]*\) ?"
 MESSAGE_RANK = r"^\[Rank (?P<rank>\d{1,6})\]"
-RAY = TextFormat(layouts=(RAY_CPP, *PYTHON_LAYOUTS), prefixes=(DRIVER_PREFIX, RANK_PREFIX), markers=True,
-                 interjections=True)
+RAY = TextFormat(layouts=(), markers=True, interjections=True, learn=True)
 
 
 def parse_ray(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:

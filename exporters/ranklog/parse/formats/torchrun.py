@@ -1,8 +1,8 @@
 """`torchrun` formats: the per-rank files of a ``--log-dir`` tree and torchelastic's ``error.json``.
 
 ``<log_dir>/<run_id>_<suffix>/attempt_<n>/<local_rank>/{stdout,stderr}.log`` hold what the rank
-printed (local rank, attempt and job come from the path, see :mod:`.detect`), parsed with the
-:mod:`.python` layouts. Teed output (``--tee``, the launcher's console, ``filtered_*.log``) carries
+printed (local rank, attempt and job come from the path, see :mod:`.detect`), read like the
+:mod:`.python` format (layouts learned per file). Teed output (``--tee``, the launcher's console, ``filtered_*.log``) carries
 ``[default0]:`` prefixes: role ``default`` and local rank ``0``, one multi-line stream per prefix.
 PyTorch's ``[rank3]: `` before each line of a process-group rank's uncaught exception gives the
 global rank, in a rank's file or after a tee prefix.
@@ -26,16 +26,12 @@ from ranklog.record import parse_ts, ts_array
 from ..batch import build_batch, empty_batch
 from ..contract import ParseResult
 from ..text_layouts import TextFormat, parse_text_lines, parse_text_lines_many
-from .python import PYTHON_LAYOUTS, RANK_PREFIX
+from .python import PYTHON
 
 if TYPE_CHECKING:
     from ..contract import SourceContext
 
-TEE_PREFIX = r"\[(?P<role>[A-Za-z_][\w\-]*?)(?P<local_rank>\d+)\]:"
-# PyTorch's own `[rank3]: ` first: the tee prefix's `[<role><local rank>]:` would take it as role
-# "rank", local rank 3, and leave the space that makes every line of a traceback an indented one
-# (a rank's --log-dir file); and again after the tee prefix (a teed console: `[default0]:[rank3]: `).
-TORCHRUN = TextFormat(layouts=PYTHON_LAYOUTS, prefixes=(RANK_PREFIX, TEE_PREFIX, RANK_PREFIX))
+TORCHRUN = PYTHON  # its prefixes are launcher prefixes (ranklog.parse.inference.prefixes), its layouts learned
 
 
 def parse_torchrun(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
