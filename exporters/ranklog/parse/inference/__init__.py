@@ -113,3 +113,8 @@ def relearn(lesson: Lesson, body: pa.Array, unmatched: np.ndarray, lo: int, hi: 
     changed = shapes != lesson.shapes
     lesson.shapes = shapes
     return changed
+
+
+def learned_patterns(ctx: SourceContext) -> tuple[str, ...]:
+    """The RE2 patterns of what `ctx`'s source has learned so far (for a reader's curiosity and tests)."""
+    return tuple(shape_pattern(shape) for shape in decide(Evidence.from_state(ctx.state.get(STATE_KEY))))

@@ -31,6 +31,7 @@ CONSISTENT = 0.9  # share of a layout's lines that must show a weak field at its
 MIN_NAMED = 3  # lines that must show a blank-separated name before it counts as one
 MAX_PATHS = 64  # token paths kept per source (the least seen go first)
 MAX_VALUES = 8  # distinct values kept per blank-separated name
+MAX_NAMES = 4  # distinct values a blank-separated name may take (a process logs through few loggers)
 
 
 @dataclass
@@ -171,8 +172,9 @@ def _extend(tokens: tuple[Token, ...], k: int, heads, strong: dict, evidence: Ev
         kind = tokens[k][1]
         if kind in ("word", "sword") and named:  # one name per layout: a second is the message's
             break
-        if kind == "sword" and not _plausible_name(evidence.words.get(path_key(tokens[:k + 1], "")), showing):
-            break
+        if kind == "sword" and (tokens[k - 1][1] not in ("time", "level")
+                                or not _plausible_name(evidence.words.get(path_key(tokens[:k + 1], "")), showing)):
+            break  # (a name printed with blanks around it sits right after the time or the level)
         named = named or kind in ("word", "sword")
         k += 1
     return k
@@ -184,4 +186,4 @@ def _plausible_name(stats: list[Any] | None, lines: int) -> bool:
     if stats is None or lines < MIN_NAMED:
         return False
     numeric, values = stats
-    return numeric * 2 < lines and len(values) <= max(1, lines // 4)
+    return numeric * 2 < lines and len(values) <= min(MAX_NAMES, max(1, lines // 4))
