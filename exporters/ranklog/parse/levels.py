@@ -13,7 +13,7 @@ from ranklog.record import normalize_level
 _GUESSES: tuple[tuple[str, str], ...] = (
     ("CRITICAL", r"\b(?:CRITICAL|FATAL|PANIC)\b|\bSegmentation fault\b|\bcore dumped\b"),
     ("ERROR", r"\bERROR\b|\bError\b:|^Traceback \(most recent call last\):|^[A-Za-z_][\w.]*(?:Error|Exception): "),
-    ("WARNING", r"\bWARN(?:ING)?\b|\bWarning\b:|^[A-Za-z_][\w.]*Warning: "),
+    ("WARNING", r"\bWARN(?:ING)?\b|\bWarning\b:|^[A-Za-z_][\w.]*Warning: |^\S.*?:\d+: [A-Z]\w*Warning: "),
     ("DEBUG", r"\bDEBUG\b"),
     ("INFO", r"\bINFO\b"),
 )

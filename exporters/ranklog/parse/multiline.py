@@ -67,6 +67,16 @@ class Kind(IntEnum):
     HEADER_ERROR = 7  # a header at WARNING or above: the one a following traceback belongs to
     INTERJECTION = 8
     LONG_INTERJECTION = 9
+    WARNING = 10  # Python's warnings line (``file.py:12: UserWarning: …``): a record whose message runs on
+    KEYVALUE = 11  # a ``key: value`` / ``key:`` line or a closing bracket: may run on a block (a config dump)
+
+
+class Block(IntEnum):
+    """What a line's text says about the lines after it (``blocks``, per line)."""
+
+    NONE = 0
+    ITEMS = 1  # a ``key: value`` item: more items may follow (an object's fields, one a line)
+    OPENS = 2  # ends with ``:``: the dump of what it names follows (a config, a module's repr)
 
 
 class _Tb(IntEnum):
@@ -93,6 +103,8 @@ class Group:
     takes_traceback: bool = False
     blanks: list[int] = field(default_factory=list)
     interrupted: bool = False  # an interjection came after its last line
+    block: int = Block.NONE  # what its last line says about the next ones (a header's message, an item)
+    warning: bool = False  # a warning whose message has not ended yet (its indented source line ends it)
 
     @property
     def last(self) -> int:
@@ -126,7 +138,7 @@ class Grouping:
 
 _CONTINUATION = (Kind.INDENT, Kind.TRACEBACK, Kind.CONNECTOR)
 _WHOLE = (Kind.BLANK, Kind.MARKER, Kind.INTERJECTION, Kind.LONG_INTERJECTION)  # no next line continues these
-_STARTERS = (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER)
+_STARTERS = (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER, Kind.WARNING)
 
 
 def _table(kinds: tuple[Kind, ...]) -> np.ndarray:
@@ -138,28 +150,31 @@ def _table(kinds: tuple[Kind, ...]) -> np.ndarray:
 
 
 _IS_CONTINUATION, _IS_STARTER, _IS_WHOLE = _table(_CONTINUATION), _table(_STARTERS), _table(_WHOLE)
-_IS_FRESH_UNLESS_TRACEBACK = _table((Kind.OTHER, Kind.INTERJECTION))
+_IS_FRESH_UNLESS_TRACEBACK = _table((Kind.OTHER, Kind.INTERJECTION, Kind.KEYVALUE))
 _IS_INTERJECTION = _table((Kind.INTERJECTION, Kind.LONG_INTERJECTION))
 _BLANK, _TRACEBACK, _LONG_INTERJECTION = int(Kind.BLANK), int(Kind.TRACEBACK), int(Kind.LONG_INTERJECTION)
+_WARNING = int(Kind.WARNING)
 
 
 def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Sequence[Hashable] | None, *, final: bool,
                 max_lines: int = DEFAULT_MAX_LINES, max_bytes: int = DEFAULT_MAX_BYTES,
-                stream_window: int = DEFAULT_STREAM_WINDOW) -> Grouping:
+                stream_window: int = DEFAULT_STREAM_WINDOW, blocks: np.ndarray | None = None) -> Grouping:
     """Group lines into records (see the module docstring).
 
     With interleaved streams (`streams`: each line's, any hashable, or an integer array of stream
     codes), each stream's lines are grouped on their own, and a record also ends once
     `stream_window` lines have passed since its last line, so a stream that falls silent cannot
     hold back the lines of the others. The result is that of feeding every line in order to one
-    walker with an open record per stream (tests/parse/test_grouping_oracle.py).
+    walker with an open record per stream (tests/parse/test_grouping_oracle.py). `blocks`: per line, a
+    :class:`Block` (of a header, what its message says).
     """
     n = len(kinds)
     if n == 0:
         return Grouping(np.zeros(0, dtype=np.int64), {}, 0)
+    blocks = np.zeros(n, dtype=np.int8) if blocks is None else blocks
     if streams is None:
         breaks = _window_breaks(kinds, np.arange(n), stream_window) if _IS_INTERJECTION[kinds].any() else None
-        found = _bulk(kinds, lengths, breaks, max_lines, max_bytes)
+        found = _bulk(kinds, lengths, breaks, max_lines, max_bytes, blocks)
         return _combined([found.mapped(None)], [_Open(found, None, _ends(found.last_seen(), final, n, stream_window))], n)
     codes = streams if isinstance(streams, np.ndarray) else _stream_codes(streams)
     order = np.argsort(codes, kind="stable")  # each stream's lines together, in file order
@@ -168,7 +183,7 @@ def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Se
     for lo, hi in itertools.pairwise(bounds):
         lines = order[lo:hi]
         found = _bulk(kinds[lines], lengths[lines], _window_breaks(kinds[lines], lines, stream_window),
-                      max_lines, max_bytes)
+                      max_lines, max_bytes, blocks[lines])
         parts.append(found.mapped(lines))
         last = found.last_seen()
         opens.append(_Open(found, lines, _ends(None if last is None else int(lines[last]), final, n, stream_window)))
@@ -266,18 +281,22 @@ def _is_multi(group: Group) -> bool:
     return len(group.lines) > 1 or group.roles[0] == "x" or bool(group.split)
 
 
-def _bulk(kinds: np.ndarray, lengths: np.ndarray, breaks: np.ndarray | None, max_lines: int, max_bytes: int) -> _Bulk:
+def _bulk(kinds: np.ndarray, lengths: np.ndarray, breaks: np.ndarray | None, max_lines: int, max_bytes: int,
+          blocks: np.ndarray) -> _Bulk:
     """One stream's lines grouped, an open record ending before each line of `breaks` (a mask).
 
     Lines where the walker's state is provably fresh: headers and markers always start a record; a
     plain line does too unless a traceback began earlier in its header's section (then it may be
     the exception line); so does a break. Runs between such boundaries are walked only when they
-    hold more than one record's worth of lines; the rest are single-line records, decided in bulk."""
+    hold more than one record's worth of lines; the rest are single-line records, decided in bulk.
+    (A warning, or a line that opens a block, makes the plain lines after it in its section maybe
+    its own, like a traceback does.)"""
     n = len(kinds)
     index = np.arange(n)
     fresh = _IS_STARTER[kinds] if breaks is None else _IS_STARTER[kinds] | breaks
     section_start = np.maximum.accumulate(np.where(fresh, index, 0))
-    last_traceback = np.maximum.accumulate(np.where(kinds == _TRACEBACK, index, -1))
+    special = (kinds == _TRACEBACK) | (kinds == _WARNING) | ((blocks > 0) & _IS_STARTER[kinds])
+    last_traceback = np.maximum.accumulate(np.where(special, index, -1))
     in_traceback = last_traceback >= section_start
     in_traceback &= ~fresh  # a header itself is fresh even right after a traceback
     boundary = fresh | (_IS_FRESH_UNLESS_TRACEBACK[kinds] & ~in_traceback)
@@ -288,13 +307,15 @@ def _bulk(kinds: np.ndarray, lengths: np.ndarray, breaks: np.ndarray | None, max
     first_kind = kinds[bounds]
     # a run is trivial when its first line is no continuation and everything after it is blank
     nonblank_after = np.add.reduceat((kinds != _BLANK).astype(np.int64), bounds) - (first_kind != _BLANK)
-    trivial = (nonblank_after == 0) & ~_IS_CONTINUATION[first_kind]
+    # (a warning or a block's head goes on after blank lines when its message or items do)
+    trivial = (nonblank_after == 0) & ~_IS_CONTINUATION[first_kind] & ~special[bounds]
     starts: list[np.ndarray] = [bounds[trivial & (first_kind != _BLANK)]]
     multi: dict[int, Group] = {}
     pending: Group | None = None
     length_list = lengths.tolist() if (~trivial).any() else []
+    block_list = blocks.tolist() if (~trivial).any() else []
     for lo, hi in zip(bounds[~trivial].tolist(), ends[~trivial].tolist(), strict=True):
-        walker = _Walker(length_list, max_lines, max_bytes, n)
+        walker = _Walker(length_list, max_lines, max_bytes, n, block_list)
         for i, kind in zip(range(lo, hi), kinds[lo:hi].tolist(), strict=True):
             walker.feed(i, kind, "")
         if hi < n:
@@ -308,8 +329,10 @@ def _bulk(kinds: np.ndarray, lengths: np.ndarray, breaks: np.ndarray | None, max
 
 
 class _Walker:
-    def __init__(self, lengths: list[int], max_lines: int, max_bytes: int, stream_window: int) -> None:
+    def __init__(self, lengths: list[int], max_lines: int, max_bytes: int, stream_window: int,
+                 blocks: list[int] | None = None) -> None:
         self.lengths = lengths
+        self.blocks = blocks
         self.max_lines = max_lines
         self.max_bytes = max_bytes
         self.stream_window = stream_window
@@ -323,8 +346,8 @@ class _Walker:
             self.close(stream)
             group = None
         if kind == Kind.BLANK:
-            if group is not None and group.tb != _Tb.NONE:
-                group.blanks.append(i)
+            if group is not None and (group.tb != _Tb.NONE or group.block or group.warning):
+                group.blanks.append(i)  # kept if the record goes on after it
             elif group is not None:
                 self.close(stream)
             return
@@ -338,7 +361,7 @@ class _Walker:
         previous, self.last_kind[stream] = self.last_kind.get(stream), kind  # (blank lines returned above)
         if group is not None and group.interrupted:
             group.interrupted = False
-            if not (kind in _CONTINUATION or (kind == Kind.OTHER and previous == Kind.INDENT)):
+            if not (kind in _CONTINUATION or (kind in (Kind.OTHER, Kind.KEYVALUE) and previous == Kind.INDENT)):
                 self.close(stream)
                 group = None
         if kind in (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER):
@@ -346,14 +369,26 @@ class _Walker:
             started.takes_traceback = kind == Kind.HEADER_ERROR
             if kind == Kind.MARKER:
                 self.close(stream)
+            else:
+                started.block = self._block(i)
             return
+        if kind == Kind.WARNING:
+            self._start(stream, i, header=False).warning = True
+            return
+        if group is not None and group.blanks and group.tb == _Tb.NONE and not (
+                kind == Kind.INDENT or (kind == Kind.KEYVALUE and (group.block or group.warning))):
+            self.close(stream)  # a block or a warning ends at a blank line that nothing of it follows
+            group = None
         if group is None:
             new = self._start(stream, i, header=False)
             if kind == Kind.TRACEBACK:
                 self._enter_traceback(new)
             return
         if kind == Kind.INDENT:
-            self._append(stream, group, i, "x" if group.tb != _Tb.NONE else "m")
+            group = self._append(stream, group, i, "x" if group.tb != _Tb.NONE else "m")
+            group.warning = False  # (a warning's source line ends its message)
+            if group.block == Block.OPENS:  # what it opened has begun
+                group.block = Block.ITEMS
         elif kind == Kind.TRACEBACK:
             if group.tb == _Tb.CONNECTOR or (group.takes_traceback and not group.had_traceback and not group.split):
                 group = self._append(stream, group, i, "x")
@@ -369,8 +404,15 @@ class _Walker:
             if was_frames:
                 group.exception_lines.append(i)
             group.tb = _Tb.EXCEPTION
+        elif group.tb == _Tb.NONE and kind in (Kind.OTHER, Kind.KEYVALUE) and (
+                group.warning or group.block == Block.OPENS or (kind == Kind.KEYVALUE and group.block)):
+            group = self._append(stream, group, i, "m")  # a warning's message, a block's item
+            group.block = self._block(i) or (Block.ITEMS if group.block else Block.NONE)
         else:
             self._start(stream, i, header=False)
+
+    def _block(self, i: int) -> int:
+        return self.blocks[i] if self.blocks else Block.NONE
 
     @staticmethod
     def _enter_traceback(group: Group) -> None:
@@ -399,7 +441,7 @@ class _Walker:
             tb, had = group.tb, group.had_traceback
             self.close(stream)
             group = Group(start=i, header=False, lines=[i], roles=[role], nbytes=self.lengths[i],
-                          split="continued", tb=tb, had_traceback=had)
+                          split="continued", tb=tb, had_traceback=had, block=group.block, warning=group.warning)
             self.open[stream] = group
             return group
         group.lines.extend(pending)

@@ -46,6 +46,7 @@ from .multiline import (
     DEFAULT_MAX_LINES,
     INTERJECTION,
     LONG_INTERJECTION,
+    Block,
     Group,
     Grouping,
     Kind,
@@ -64,6 +65,14 @@ _CONNECTORS = (
 _RAY_TASK_REPR = r"^ray::[\w.:\-]+\(\) \(pid=\d+"
 _MARKER = r"^:(?P<_marker>actor_name|task_name|job_id):(?P<_name>\S.*)$"
 _ROW_FIELDS = frozenset(FIELDS) - {"source", "source_id", "offset", "format", "attrs"}
+# rich's and loguru's tracebacks: a boxed "Traceback" head, box-drawn or `> File` frame lines
+_BOXED_TRACEBACK = r"^[╭┏╔].*Traceback"
+_BOXED_FRAME = r"^(?:[│┃║╰┗╚└]|> File )"
+# Python's warnings (`file.py:12: UserWarning: message`, its message may run over lines, then the
+# source line, indented)
+_WARNING_LINE = r"^\S.*?:\d+: [A-Z]\w*Warning: "
+# an item of a dumped object: `key: value`, `key:`, or a closing bracket
+_KEYVALUE_LINE = r"^(?:[A-Za-z_\[][\w\[\] .\-/()]{0,60}:(?:\s.*)?|[\])}]+[,;]?)$"
 
 
 @dataclass(frozen=True)
@@ -181,6 +190,7 @@ class _Marked:
     kinds: np.ndarray
     lengths: np.ndarray
     lessons: list[Lesson]  # per read, what its source learned (formats that learn)
+    blocks: np.ndarray  # per line, a multiline.Block (of a header, what its message says)
 
 
 def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int, SourceContext]], read_time_ns: int,
@@ -206,8 +216,9 @@ def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int
     severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
     kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header,
                       interjections=fmt.interjections, read_ends=read_ends)
+    blocks = _blocks(body, header, header_fields.get("msg"), kinds)
     return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts,
-                   lessons)
+                   lessons, blocks)
 
 
 def _match_learned(body: pa.Array, reads: list[tuple[int, int, SourceContext]], lessons: list[Lesson],
@@ -257,7 +268,7 @@ def _group(marked: _Marked, lo: int, hi: int, lines: Lines, *, final: bool, opti
     grouping = group_lines(
         marked.kinds[lo:hi], marked.lengths[lo:hi], marked.streams[lo:hi] if prefixed else None, final=final,
         max_lines=int(options.get("multiline_max_lines", DEFAULT_MAX_LINES)),
-        max_bytes=int(options.get("multiline_max_bytes", DEFAULT_MAX_BYTES)),
+        max_bytes=int(options.get("multiline_max_bytes", DEFAULT_MAX_BYTES)), blocks=marked.blocks[lo:hi],
     )
     consumed = lines.consumed if grouping.cut >= hi - lo else int(lines.starts[grouping.cut])
     return grouping, consumed
@@ -454,6 +465,11 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
     if markers:
         kinds[where(pc.match_substring_regex(texts, _MARKER))] = Kind.MARKER
         _continue_ray_error_bodies(kinds, where(pc.match_substring_regex(texts, _RAY_TASK_REPR)) & ~header, read_ends)
+    plain = ~header & (kinds == Kind.OTHER)
+    kinds[where(pc.match_substring_regex(texts, _BOXED_TRACEBACK)) & plain] = Kind.TRACEBACK
+    kinds[where(pc.match_substring_regex(texts, _BOXED_FRAME)) & plain] = Kind.INDENT
+    kinds[where(pc.match_substring_regex(texts, _WARNING_LINE)) & plain] = Kind.WARNING
+    kinds[where(pc.match_substring_regex(texts, _KEYVALUE_LINE)) & plain] = Kind.KEYVALUE
     kinds[header] = Kind.HEADER_ERROR if every_header_takes_traceback else Kind.HEADER
     if level is not None:
         severe = np.asarray(pc.fill_null(pc.is_in(level, pa.array(["WARNING", "ERROR", "CRITICAL"])), False))
@@ -463,6 +479,24 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
         kinds[where(pc.equal(texts, INTERJECTION))] = Kind.INTERJECTION
         kinds[where(pc.equal(texts, LONG_INTERJECTION))] = Kind.LONG_INTERJECTION
     return kinds
+
+
+def _blocks(body: pa.Array, header: np.ndarray, header_msg: pa.Array | None, kinds: np.ndarray) -> np.ndarray:
+    """Per line, a :class:`Block`: a ``key:`` / ``key: value`` line, or a header whose message is one
+    (only headers a plain line follows need it: it may continue their message)."""
+    blocks = np.zeros(len(body), dtype=np.int8)
+    items = np.flatnonzero(kinds == Kind.KEYVALUE)
+    followed = np.flatnonzero(header[:-1] & ~header[1:] & (kinds[1:] != Kind.BLANK))
+    if header_msg is not None and len(followed):
+        texts = header_msg.take(pa.array(followed))
+        kv = np.asarray(pc.fill_null(pc.match_substring_regex(texts, _KEYVALUE_LINE), False))
+        opens = np.asarray(pc.fill_null(pc.ends_with(pc.utf8_rtrim_whitespace(texts), ":"), False))
+        blocks[followed] = np.where(opens, Block.OPENS, np.where(kv, Block.ITEMS, Block.NONE))
+    if len(items):
+        texts = body.take(pa.array(items))
+        opens = np.asarray(pc.fill_null(pc.ends_with(pc.utf8_rtrim_whitespace(texts), ":"), False))
+        blocks[items] = np.where(opens, Block.OPENS, Block.ITEMS)
+    return blocks
 
 
 def _unsettled(body: pa.Array, header: np.ndarray, markers: bool) -> np.ndarray:

@@ -106,7 +106,9 @@ def _decision(evidence: Evidence) -> tuple[Shape, ...]:
     for tokens, _, count in heads:
         for k in range(1, len(tokens) + 1):
             support[tokens[:k]] += count
-    strong = {tokens: _strong_length(tokens, support, total, evidence.lines) for tokens, _, _ in heads}
+    timed_levels = {spec for tokens, _, _ in heads if any(kind == "time" for _, kind, _ in tokens)
+                    for _, kind, spec in tokens if kind == "level"}
+    strong = {tokens: _strong_length(tokens, support, total, evidence.lines, timed_levels) for tokens, _, _ in heads}
     shapes: Counter[tuple[tuple[Token, ...], str]] = Counter()
     for tokens, trailing, count in heads:
         k = strong[tokens]
@@ -143,15 +145,18 @@ def _time_syntax(spec: str):
     return TIME_BY_NAME.get(spec.split("+")[0].lstrip("x").replace("dmy", "mdy"))
 
 
-def _strong_length(tokens: tuple[Token, ...], support: Counter, total: int, lines: int) -> int:
+def _strong_length(tokens: tuple[Token, ...], support: Counter, total: int, lines: int, timed_levels: set[str]) -> int:
+    # a level in a column layout whose time column was left blank (rich prints a time once a second)
+    # stands for a header of the source's timed layout
+    aligned = tokens[0][0] == " " and tokens[0][1] == "level" and tokens[0][2] in timed_levels
     best = 0
     for k in range(1, len(tokens) + 1):
         if tokens[k - 1][1] not in STRONG:
             continue
         shown = support[tokens[:k]]
-        if shown < 2 and shown != total:
+        if shown < 2 and shown != total and not aligned:
             continue
-        timed = any(kind == "time" and _time_syntax(spec).strong for _, kind, spec in tokens[:k])
+        timed = aligned or any(kind == "time" and _time_syntax(spec).strong for _, kind, spec in tokens[:k])
         if not timed:
             led = any(kind == "time" or (kind == "level" and spec != "1") for _, kind, spec in tokens[:k])
             if not led or (shown < 2 and shown != lines):

@@ -23,6 +23,7 @@ from .vocabulary import (
     LEVEL_LETTER,
     LEVEL_LETTERS,
     LEVEL_WORD,
+    LEVEL_WORDS,
     NUMBER,
     OPENERS,
     RANK,
@@ -37,6 +38,9 @@ from .vocabulary import (
 )
 
 MAX_TOKENS = 8
+# a column layout (rich's console) leaves the time's column blank when it did not change: blanks, then
+# the level in capitals and the blanks that pad its column
+_ALIGNED_LEVEL = re.compile(r"[ \t]+(?:" + "|".join(LEVEL_WORDS) + r")[ \t]")
 STRONG = frozenset({"time", "level", "rank", "code"})
 _ZONE = re.compile(ZONE)
 _TIMES = [(syntax, re.compile(syntax.python)) for syntax in TIME_SYNTAXES]
@@ -76,14 +80,14 @@ def parse_key(key: str) -> tuple[tuple[Token, ...], str]:
 def scan(line: str) -> Scan:
     """The field tokens at the head of `line` (none when it starts with a blank: a continuation)."""
     out = Scan()
-    if not line or line[0] in " \t":
+    if not line or (line[0] in " \t" and not _ALIGNED_LEVEL.match(line)):
         return out
     pos = 0
     kinds: list[str] = []
     while len(out.tokens) < MAX_TOKENS:
         sep = SEPARATOR.match(line, pos).group()
         if not out.tokens and sep.strip(OPENERS + " \t"):
-            break  # a header starts with its first field, or with brackets
+            break  # a header starts with its first field, or with brackets (or blanks: see _ALIGNED_LEVEL)
         start = pos + len(sep)
         found = _field(line, start, sep, kinds)
         if found is None:
@@ -126,7 +130,8 @@ def _field(line: str, at: int, sep: str, kinds: list[str]) -> tuple[str, str, in
         if match is not None and _bounded(line, match.end()):
             after = SEPARATOR.match(line, match.end()).group()
             # a level that leads the line needs a mark or a time after it: "Error executing job" is a message
-            if kinds or _opened(sep) or is_distinctive(after) or _time(line, match.end() + len(after)):
+            aligned = not kinds and sep and not sep.strip()
+            if kinds or aligned or _opened(sep) or is_distinctive(after) or _time(line, match.end() + len(after)):
                 return "level", level_case(match.group()), match.end()
     if "rank" not in kinds:
         match = RANK.match(line, at)
