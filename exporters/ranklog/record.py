@@ -55,6 +55,7 @@ LEVELS: tuple[str, ...] = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "UNK
 LEVEL_NUMBERS: dict[str, int] = {"UNKNOWN": 0, "DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 _LEVEL_ALIASES: dict[str, str] = {
     "DEBUG": "DEBUG", "D": "DEBUG", "TRACE": "DEBUG", "DBG": "DEBUG", "VERBOSE": "DEBUG", "NOTSET": "DEBUG",
+    "V": "DEBUG", "T": "DEBUG",
     "INFO": "INFO", "I": "INFO", "INFORMATION": "INFO", "NOTICE": "INFO",
     "WARNING": "WARNING", "WARN": "WARNING", "W": "WARNING",
     "ERROR": "ERROR", "ERR": "ERROR", "E": "ERROR",

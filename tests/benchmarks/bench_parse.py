@@ -55,9 +55,8 @@ import pyarrow.json as pa_json  # noqa: E402
 
 from ranklog.parse import SourceContext, parse  # noqa: E402
 from ranklog.parse.formats.json import build_mapping  # noqa: E402
-from ranklog.parse.formats.ray import RAY  # noqa: E402
-from ranklog.parse.formats.torchrun import TORCHRUN  # noqa: E402
-from ranklog.parse.text_layouts import TextFormat  # noqa: E402
+from ranklog.parse.inference import learned_patterns  # noqa: E402
+from ranklog.parse.inference.prefixes import LAUNCHER_PREFIXES  # noqa: E402
 from ranklog.record import normalize_row  # noqa: E402
 from tests.helpers.layouts import ranklog_line, traceback_lines  # noqa: E402
 
@@ -122,10 +121,13 @@ def real_lines(pattern: str, lines: int, json_only: bool = False) -> bytes:
     return b"".join((own * (lines // len(own) + 1))[:lines])
 
 
-def layouts_peer(fmt: TextFormat):
-    """Per line, Python `re`: the format's prefixes peeled, then its layouts tried in order."""
-    prefixes = [re.compile(p) for p in fmt.prefixes]
-    layouts = [re.compile(p) for layout in fmt.layouts for p in layout.patterns]
+def layouts_peer(fmt: str, data: bytes):
+    """Per line, Python `re`: the launcher prefixes peeled, then the layouts ranklog learned from the
+    data tried in order (the peer is told what ranklog had to find out)."""
+    ctx = SourceContext(source="bench", source_id="bench", format=fmt, host="h", ip="127.0.0.1")
+    parse(data[:4 << 20], 0, ctx, final=False, read_time_ns=0)
+    prefixes = [re.compile(p) for p in LAUNCHER_PREFIXES]
+    layouts = [re.compile(p) for p in learned_patterns(ctx)]
 
     def run(data: bytes) -> int:
         matched = 0
@@ -262,13 +264,12 @@ def main() -> int:
     mapped, n_mapped = measure(mapped_loads_peer, ray_json, runs)
     assert n_ray_json == n_mapped == lines, (n_ray_json, n_mapped)
     results.append(("Ray's JSON lines", lines, ours_ray_json, "json.loads + key mapping per line", mapped))
-    for name, pattern, fmt, layouts in (("Ray worker files", RAY_FILES, "ray", RAY),
-                                        ("torchrun rank files", "torchrun_*/out/**/attempt_*/*/std*.log", "torchrun",
-                                         TORCHRUN)):
+    for name, pattern, fmt in (("Ray worker files", RAY_FILES, "ray"),
+                               ("torchrun rank files", "torchrun_*/out/**/attempt_*/*/std*.log", "torchrun")):
         data = real_lines(pattern, lines)
         ours, _ = measure(lambda d, fmt=fmt: feed(d, fmt), data, runs)
-        peer, _ = measure(layouts_peer(layouts), data, runs)
-        results.append((name, lines, ours, "per-line re, the format's layouts", peer))
+        peer, _ = measure(layouts_peer(fmt, data), data, runs)
+        results.append((name, lines, ours, "per-line re, the learned layouts", peer))
 
     print(f"parse benchmark ({'quick' if args.quick else 'full'}: {lines:,} lines per input, median of {runs} runs, "
           "lines per CPU-second)")

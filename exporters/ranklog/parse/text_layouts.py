@@ -16,6 +16,7 @@ name goes to ``attrs`` (``file``, ``tid``, …).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -33,7 +34,7 @@ from .batch import build_batch, build_batch_many, empty_batch
 from .contract import ParseResult
 from .dating import TIME_GROUPS, date_partial_times, ns_or_nat, read_times
 from .groups import extract_groups
-from .inference import Lesson, learn, relearn
+from .inference import Lesson, learn, relearn, waits
 from .inference.prefixes import ANY_LAUNCHER_PREFIX, LAUNCHER_PREFIXES
 from .inferred_time import STATE_KEY as TS_STATE_KEY
 from .inferred_time import mark
@@ -64,6 +65,7 @@ _CONNECTORS = (
 )
 _RAY_TASK_REPR = r"^ray::[\w.:\-]+\(\) \(pid=\d+"
 _MARKER = r"^:(?P<_marker>actor_name|task_name|job_id):(?P<_name>\S.*)$"
+MAX_WAIT_BYTES = 1 << 20  # a read this long never waits for more lines (nor holds a line cut for its length)
 _ROW_FIELDS = frozenset(FIELDS) - {"source", "source_id", "offset", "format", "attrs"}
 # rich's and loguru's tracebacks: a boxed "Traceback" head, box-drawn or `> File` frame lines
 _BOXED_TRACEBACK = r"^[╭┏╔].*Traceback"
@@ -104,6 +106,8 @@ def parse_text_lines(data: bytes, base_offset: int, ctx: SourceContext, *, final
                      fmt: TextFormat, infer_time: bool = True) -> ParseResult:
     """Parse the complete records of `data` with `fmt` (see the module docstring)."""
     options = ctx.options
+    if _waits(data, ctx, fmt, final=final):
+        return ParseResult(empty_batch(), 0, 0)
     lines = split_lines(data, final=final, max_line_bytes=max_line_bytes(ctx))
     n = len(lines)
     if n == 0:
@@ -138,8 +142,11 @@ def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: Text
     as one batch, each with its own file's context; `finish` (the format's last step, such as Ray's
     ``[Rank N]`` messages) runs on the joined batch, or on a read parsed alone. The results are
     those of parsing each read alone (tests/parse/test_parse_many.py)."""
-    alone, joined, together = join_reads(reads)
-    results: dict[int, ParseResult] = {}
+    waiting = [i for i, (data, _, ctx, final) in enumerate(reads) if _waits(data, ctx, fmt, final=final)]
+    results: dict[int, ParseResult] = {i: ParseResult(empty_batch(), 0, 0) for i in waiting}
+    others = [i for i in range(len(reads)) if i not in results]
+    alone, joined, together = join_reads([reads[i] for i in others])
+    alone, joined = [others[i] for i in alone], [others[i] for i in joined]
     for i in alone:
         one = parse_text_lines(*reads[i][:3], final=reads[i][3], read_time_ns=read_time_ns, fmt=fmt)
         results[i] = finished(one, reads[i][2], finish)
@@ -177,6 +184,12 @@ def parse_text_lines_many(reads: Sequence[Read], *, read_time_ns: int, fmt: Text
     return [results[i] for i in range(len(reads))]
 
 
+def _waits(data: bytes, ctx: SourceContext, fmt: TextFormat, *, final: bool) -> bool:
+    """A source's first lines wait for more to learn its layout from (:func:`.inference.waits`); not
+    where other writers' lines stand in the text (Ray's JSON lines are parsed apart from it)."""
+    return fmt.learn and not fmt.interjections and len(data) < MAX_WAIT_BYTES and waits(data, ctx, final=final)
+
+
 @dataclass
 class _Marked:
     """Every line's columns from the per-line kernels: what grouping and records need."""
@@ -202,6 +215,7 @@ def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int
     prefixes = (*fmt.prefixes, *LAUNCHER_PREFIXES) if fmt.learn else fmt.prefixes
     prefix_fields, streams, prefixed, body = _peel_prefixes(body, prefixes, ANY_LAUNCHER_PREFIX if fmt.learn else None)
     fixed = tuple(layout.pattern for layout in fmt.layouts)
+    repeats = np.zeros(len(body), dtype=bool)
     if not fmt.learn:
         header_fields, header = _match_layouts(body, fixed, fmt, tz, read_time_ns)
         lessons = []
@@ -213,12 +227,53 @@ def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int
         if any(changed):  # a new header shape: the lines are matched again with what was learned
             header_fields, header = _match_learned(body, reads, lessons, fixed, fmt, tz, read_time_ns)
         header_fields = _dated(header_fields, reads, read_time_ns)
+        repeats = _repeated_headers(body, header, header_fields)
+        if repeats.any():  # a message's further lines under the same header: the message's lines
+            header &= ~repeats
+            body = pc.if_else(pa.array(repeats), header_fields["msg"], body)
     severity = None if fmt.traceback_follows_any_header else header_fields.get("level")
     kinds = _classify(body, header, severity, fmt.markers, every_header_takes_traceback=fmt.traceback_follows_any_header,
                       interjections=fmt.interjections, read_ends=read_ends)
+    if fmt.learn and repeats.any():
+        kinds[repeats & ~np.isin(kinds, (Kind.TRACEBACK, Kind.CONNECTOR))] = Kind.INDENT
     blocks = _blocks(body, header, header_fields.get("msg"), kinds)
     return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts,
                    lessons, blocks)
+
+
+def _repeated_headers(body: pa.Array, header: np.ndarray, fields: dict[str, pa.Array]) -> np.ndarray:
+    """Header lines that repeat the header of the line before them, with a message that can only go on
+    the one before (blank, indented, a traceback's or a dumped object's line): torch's glog formatter
+    writes its header in front of every line of a multi-line message. (A new record under the same
+    header — the same time, pid and code line — starts like a message does.)"""
+    repeats = np.zeros(len(body), dtype=bool)
+    msg, ts = fields.get("msg"), fields.get("ts")
+    if msg is None or ts is None or len(body) < 2:
+        return repeats
+    values = ns_or_nat(ts)
+    rows = np.flatnonzero(header[1:] & header[:-1] & (values[1:] == values[:-1])) + 1
+    if not len(rows):
+        return repeats
+    texts, messages = body.take(pa.array(rows)).to_pylist(), msg.take(pa.array(rows)).to_pylist()
+    before, before_messages = body.take(pa.array(rows - 1)).to_pylist(), msg.take(pa.array(rows - 1)).to_pylist()
+    for k, (text, message, prev, prev_message) in enumerate(zip(texts, messages, before, before_messages, strict=True)):
+        own = text[:len(text) - len(message or "")]
+        if own == prev[:len(prev) - len(prev_message or "")] and _goes_on(message or "", prev_message or ""):
+            repeats[rows[k]] = True
+    return repeats
+
+
+_ITEM = re.compile(_KEYVALUE_LINE)
+
+
+def _goes_on(message: str, before: str) -> bool:
+    """Can `message` only be the next line of `before`'s message? Blank or indented (a frame, an
+    item), a traceback's head, an exception after a frame, an item after an item or a ``key:``."""
+    if not message or message[0] in " \t" or message.startswith("Traceback (most recent call last):"):
+        return True
+    if not before or before[0] in " \t" or before.rstrip().endswith(":"):
+        return _ITEM.match(message) is not None
+    return _ITEM.match(before) is not None and _ITEM.match(message) is not None
 
 
 def _match_learned(body: pa.Array, reads: list[tuple[int, int, SourceContext]], lessons: list[Lesson],

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..contract import SourceContext
 
 STATE_KEY = "layout"
+FIRST_LINES = 8  # a source's first lines wait for this many (or for the file to go quiet) to learn from
 STAND_INS = (INTERJECTION, LONG_INTERJECTION)
 MAX_RELEARN = 64  # lines looked at per call for new header shapes
 # a line that may be a header: it starts (after an opening bracket) with a time or a level word
@@ -70,6 +71,24 @@ class Lesson:
         state = self.evidence(before=lo + cut).to_state()
         state["seen"] = self.seen + min(self.sampled, kept)
         ctx.state[STATE_KEY] = state
+
+
+def waits(data: bytes, ctx: SourceContext, *, final: bool) -> bool:
+    """Should a read of a source that has shown fewer than ``FIRST_LINES`` lines wait for more? One or
+    two lines cannot say which of their tokens are fields; the agent offers the bytes again with more
+    lines, or as final once the file has gone quiet."""
+    if final:
+        return False
+    need = FIRST_LINES - int((ctx.state.get(STATE_KEY) or {}).get("seen", 0))
+    at = 0
+    while need > 0:
+        end = data.find(b"\n", at)
+        if end < 0:
+            return True
+        if data[at:end].strip() and data[at:at + 1] not in (b" ", b"\t"):  # (indented lines continue a record)
+            need -= 1
+        at = end + 1
+    return False
 
 
 def learn(ctx: SourceContext, body: pa.Array, lo: int, hi: int) -> Lesson:

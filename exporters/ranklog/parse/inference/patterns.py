@@ -67,9 +67,10 @@ def _name(wanted: str, names: set[str]) -> str:
 
 
 def _stop(following: str) -> str:
-    """The characters a free-form field cannot hold: blanks and the first mark of what follows it."""
-    mark = following.strip(" ")[:1]
-    return _NAME_CHAR_STOP + (re.escape(mark) if mark else "")
+    """The characters a free-form field cannot hold: blanks, and the mark that ends it when the
+    separator after it starts with one (``name:``, ``name]``; ``a-b - INFO`` keeps its dash)."""
+    mark = following[:1]
+    return _NAME_CHAR_STOP + (re.escape(mark) if mark and mark != " " else "")
 
 
 def _field(kind: str, spec: str, following: str, names: set[str]) -> str:

@@ -23,10 +23,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tokens import STRONG, Scan, Token, cut, parse_key, path_key
+from .tokens import Scan, Token, cut, parse_key, path_key
 from .vocabulary import DAY_FIRST, TIME_BY_NAME
 
 SAMPLE_LINES = 512  # lines (not blank) a source's layout is first learned from
+DEFINING = frozenset({"time", "level"})  # a log line's layout is defined by where its time and level sit
 CONSISTENT = 0.9  # share of a layout's lines that must show a weak field at its place
 MIN_NAMED = 3  # lines that must show a blank-separated name before it counts as one
 MAX_PATHS = 64  # token paths kept per source (the least seen go first)
@@ -108,13 +109,13 @@ def _decision(evidence: Evidence) -> tuple[Shape, ...]:
             support[tokens[:k]] += count
     timed_levels = {spec for tokens, _, _ in heads if any(kind == "time" for _, kind, _ in tokens)
                     for _, kind, spec in tokens if kind == "level"}
-    strong = {tokens: _strong_length(tokens, support, total, evidence.lines, timed_levels) for tokens, _, _ in heads}
+    defined = {tokens: _defined_length(tokens, support, total, evidence.lines, timed_levels) for tokens, _, _ in heads}
     shapes: Counter[tuple[tuple[Token, ...], str]] = Counter()
     for tokens, trailing, count in heads:
-        k = strong[tokens]
+        k = defined[tokens]
         if not k:
             continue
-        k = _extend(tokens, k, heads, strong, evidence)
+        k = _extend(tokens, k, heads, defined, evidence)
         shapes[(tokens[:k], trailing if k == len(tokens) else cut(tokens[k][0]))] += count
     # the longer first (a line of a longer shape also fits its head), then the more common; a shape
     # with nothing between its last field and the message last (it fits the others' lines too)
@@ -145,13 +146,16 @@ def _time_syntax(spec: str):
     return TIME_BY_NAME.get(spec.split("+")[0].lstrip("x").replace("dmy", "mdy"))
 
 
-def _strong_length(tokens: tuple[Token, ...], support: Counter, total: int, lines: int, timed_levels: set[str]) -> int:
+def _defined_length(tokens: tuple[Token, ...], support: Counter, total: int, lines: int, timed_levels: set[str]) -> int:
+    """How much of a path its time and level define: up to its last time or level that the layout
+    shows (a prefix two lines share, or every header line when there is one; a level leading the
+    line without a time: two lines, or the whole sample). Whatever sits before it is a field."""
     # a level in a column layout whose time column was left blank (rich prints a time once a second)
     # stands for a header of the source's timed layout
     aligned = tokens[0][0] == " " and tokens[0][1] == "level" and tokens[0][2] in timed_levels
     best = 0
     for k in range(1, len(tokens) + 1):
-        if tokens[k - 1][1] not in STRONG:
+        if tokens[k - 1][1] not in DEFINING:
             continue
         shown = support[tokens[:k]]
         if shown < 2 and shown != total and not aligned:
@@ -165,10 +169,12 @@ def _strong_length(tokens: tuple[Token, ...], support: Counter, total: int, line
     return best
 
 
-def _extend(tokens: tuple[Token, ...], k: int, heads, strong: dict, evidence: Evidence) -> int:
-    group = [(other, count) for other, _, count in heads if strong[other] == k and other[:k] == tokens[:k]]
+def _extend(tokens: tuple[Token, ...], k: int, heads, defined: dict, evidence: Evidence) -> int:
+    """The fields after a path's time and level: each where at least CONSISTENT of the lines of its
+    layout (the same time and level part) that show the fields before it show it too."""
+    group = [(other, count) for other, _, count in heads if defined[other] == k and other[:k] == tokens[:k]]
     named = any(kind == "word" or (kind == "code" and spec.startswith("m")) for _, kind, spec in tokens[:k])
-    while k < len(tokens) and tokens[k][1] not in STRONG:
+    while k < len(tokens):
         everyone = sum(count for _, count in group)
         group = [(other, count) for other, count in group if len(other) > k and other[k] == tokens[k]]
         showing = sum(count for _, count in group)
@@ -180,7 +186,7 @@ def _extend(tokens: tuple[Token, ...], k: int, heads, strong: dict, evidence: Ev
         if kind == "sword" and (tokens[k - 1][1] not in ("time", "level")
                                 or not _plausible_name(evidence.words.get(path_key(tokens[:k + 1], "")), showing)):
             break  # (a name printed with blanks around it sits right after the time or the level)
-        named = named or kind in ("word", "sword")
+        named = named or kind in ("word", "sword") or (kind == "code" and tokens[k][2].startswith("m"))
         k += 1
     return k
 

@@ -160,7 +160,8 @@ def _field(line: str, at: int, sep: str, kinds: list[str]) -> tuple[str, str, in
         more = match.end() + len(after) < len(line)  # a name is followed by a message (`config:` is one)
         if more and is_distinctive(after) and not after.lstrip(" \t").startswith(("(", "[", "{")):
             return "word", "", match.end()
-        if after and not after.strip(" \t") and match.end() < len(line):
+        blank = after.rstrip(OPENERS)  # (an opening bracket after the blanks is the message's)
+        if blank and not blank.strip(" \t") and match.end() < len(line):
             return "sword", "", match.end()
     return None
 

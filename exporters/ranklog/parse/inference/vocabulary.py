@@ -66,7 +66,7 @@ LEVEL_WORDS: tuple[str, ...] = (  # longer spellings first: an alternation takes
     "INFORMATION", "INFO", "WARNING", "WARN", "ERROR", "ERR", "CRITICAL", "CRIT", "DEBUG", "DBG", "TRACE",
     "VERBOSE", "NOTICE", "NOTSET", "SUCCESS", "FATAL", "EMERG", "ALERT", "PANIC",
 )
-LEVEL_LETTERS = "TDIWEFC"
+LEVEL_LETTERS = "TVDIWEFC"  # (torch's glog formatter writes V for DEBUG)
 LEVEL_WORD = re.compile(rf"(?i:{'|'.join(LEVEL_WORDS)})(?![\w])")
 LEVEL_LETTER = re.compile(rf"[{LEVEL_LETTERS}](?![\w])")
 
