@@ -57,6 +57,8 @@ from typing import ClassVar
 
 from ..config_loader import log_format_field, log_level_field
 from ..log.log_config import default_log_dir
+from ..parse import zones
+from ..parse.zones import check_zone
 
 DEFAULT_TRAINING_METRICS = [
     "perf/throughput", "perf/time_per_step", "perf/mfu/actor", "perf/max_memory_allocated_gb",
@@ -176,6 +178,9 @@ class AgentConfig:
                                                    "run` write (default: $RANKLOG_LOG_DIR, else /var/log/ranklog where "
                                                    "it exists, else $TMPDIR/ranklog or /tmp/ranklog)",
                                            "show_default": False})
+    tz: str = field(default="", metadata={
+        "help": "zone of times printed without one (default: this machine's; a source's options.timezone "
+                "wins; see docs/parsing.md)", "show_default": False})
     ray_root: str = field(default="/tmp/ray", metadata={"help": "root of the ray preset (session_*/logs below)"})
     torchrun_log_dirs: list[str] = field(default_factory=lambda: ["/var/log/torchrun"],
                                          metadata={"help": "torchrun --log-dir roots of the torchrun preset"})
@@ -249,6 +254,11 @@ class AgentConfig:
         self.source_keys = [f"sources[{i}]" for i in range(len(self.sources))] + [f"source[{j}]" for j in range(len(flagged))]
         self.sources = [*self.sources, *flagged]
         self.source = []
+        if self.tz:
+            check_zone(self.tz, "tz")
+        for i, spec in enumerate(self.sources):
+            if zones.OPTION in spec.options:
+                check_zone(str(spec.options[zones.OPTION]), f"sources[{i}].options.{zones.OPTION}")
         if not self.sources and not self.preset:
             raise ValueError("sources: give at least one --source or --preset")
 

@@ -19,6 +19,9 @@ the presets also work on copies of these trees elsewhere when their roots are po
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+
+from ranklog.parse import zones
 
 from .agent_config import AgentConfig, SourceSpec
 
@@ -44,8 +47,10 @@ def preset_sources(name: str, cfg: AgentConfig) -> list[SourceSpec]:
 
 
 def all_sources(cfg: AgentConfig) -> list[SourceSpec]:
-    """Explicit sources first (they win when a file matches several), then the presets'."""
+    """Explicit sources first (they win when a file matches several), then the presets'; each reads
+    times printed without a zone in its own ``timezone`` option, else ``tz``, else this machine's zone."""
     out = list(cfg.sources)
     for name in cfg.preset:
         out += preset_sources(name, cfg)
-    return out
+    zone = cfg.tz or zones.local_zone()
+    return [replace(spec, options={zones.OPTION: zone, **spec.options}) for spec in out]

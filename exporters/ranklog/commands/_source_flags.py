@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -52,11 +53,21 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
                             "(default $RAY_ADDRESS)")
 
 
+def log_dir_zone(args: argparse.Namespace) -> str | None:
+    """The zone a --log_dir's times printed without one are read in: the time flags' ``--tz`` (else
+    ``$RANKLOG_TZ``; ``local``: this machine's), the zone they read typed times in too; unset, this
+    machine's (docs/parsing.md)."""
+    from ranklog.query.times import TZ_ENV
+
+    name = (getattr(args, "tz", None) or os.environ.get(TZ_ENV, "")).strip()
+    return name or None
+
+
 def open_from_args(args: argparse.Namespace) -> Any:
     from ranklog.query.sources import open_source
 
     source = open_source(archive=args.archive, log_dir=args.log_dir, token_file=args.token_file,
-                         progress=sys.stderr.isatty())
+                         progress=sys.stderr.isatty(), timezone=log_dir_zone(args))
     engine = getattr(args, "engine", "local")
     if engine != "local" or getattr(args, "ray_address", None):
         from ranklog.query.ray_engine import attach

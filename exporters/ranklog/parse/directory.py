@@ -27,7 +27,7 @@ from ranklog.errors import UserError
 from ranklog.file_identity import identify, make_source_id
 from ranklog.record import arrow_schema
 
-from . import parse
+from . import parse, zones
 from .contract import Detected, SourceContext
 from .detection import detect
 
@@ -36,18 +36,21 @@ Progress = Callable[[int, int], None]
 _log = logging.getLogger(__name__)
 
 
-def iter_log_dir(path: str, *, progress: Progress | None = None) -> Iterator[pa.RecordBatch]:
+def iter_log_dir(path: str, *, progress: Progress | None = None, timezone: str | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches of every recognised file under `path`, file by file in path order.
 
-    `progress(done_bytes, total_bytes)` is called after each chunk.
+    `progress(done_bytes, total_bytes)` is called after each chunk. `timezone`: the zone of times
+    printed without one (default: this machine's, :func:`ranklog.parse.zones.local_zone`; a folder
+    copied from a machine in another zone needs its zone).
     """
+    options = folder_options(timezone)
     files = list_log_files(path)
     total = sum(size for _, _, size in files)
     finished = 0  # bytes of the files already read
     read_time_ns = time.time_ns()
     for file_path, detected, size in files:
         done = finished
-        for batch, nbytes in _parse_file(file_path, detected, read_time_ns):
+        for batch, nbytes in _parse_file(file_path, detected, read_time_ns, options):
             done += nbytes
             if progress is not None:
                 progress(min(done, total), total)
@@ -58,9 +61,9 @@ def iter_log_dir(path: str, *, progress: Progress | None = None) -> Iterator[pa.
         progress(total, total)
 
 
-def read_log_dir(path: str) -> pa.Table:
+def read_log_dir(path: str, timezone: str | None = None) -> pa.Table:
     """Every record of the directory as one table (see :func:`iter_log_dir`)."""
-    return pa.Table.from_batches(list(iter_log_dir(path)), schema=arrow_schema())
+    return pa.Table.from_batches(list(iter_log_dir(path, timezone=timezone)), schema=arrow_schema())
 
 
 def list_log_files(path: str) -> list[tuple[str, object, int]]:
@@ -131,14 +134,14 @@ def _check_dir(path: str) -> None:
         raise UserError(f"log directory {path}: cannot read it ({exc.strerror})") from None
 
 
-def _parse_file(file_path: str, detected, read_time_ns: int) -> Iterator[tuple[pa.RecordBatch, int]]:
+def _parse_file(file_path: str, detected, read_time_ns: int, options: dict) -> Iterator[tuple[pa.RecordBatch, int]]:
     try:
         fd = os.open(file_path, os.O_RDONLY)
     except OSError as exc:
         _log.warning("skipping %s: %s", file_path, exc.strerror)
         return
     try:
-        ctx = file_context(fd, file_path, detected)
+        ctx = file_context(fd, file_path, detected, options)
         if ctx is None:  # empty file
             return
         offset, carry = 0, b""
@@ -161,15 +164,22 @@ def _parse_file(file_path: str, detected, read_time_ns: int) -> Iterator[tuple[p
         os.close(fd)
 
 
-def file_context(fd: int, file_path: str, detected: Detected) -> SourceContext | None:
-    """The parse context of an open file as this module reads it (None while the file is empty)."""
+def folder_options(timezone: str | None = None) -> dict:
+    """The source options of a folder's files: the zone of their times printed without one (`timezone`,
+    else this machine's)."""
+    return {zones.OPTION: timezone or zones.local_zone()}
+
+
+def file_context(fd: int, file_path: str, detected: Detected, options: dict | None = None) -> SourceContext | None:
+    """The parse context of an open file as this module reads it (None while the file is empty);
+    `options`: the source options of the folder's files (its time zone)."""
     source_id = _source_id(fd, detected.fields.get("host") or "unknown", file_path)
     if source_id is None:
         return None
     fields = {k: v for k, v in detected.fields.items() if k != "host"}
     return SourceContext(source=file_path, source_id=source_id, format=detected.format,
                          host=detected.fields.get("host") or "unknown", ip="unknown", fields=fields,
-                         mtime_ns=os.fstat(fd).st_mtime_ns)
+                         options=dict(options or {}), mtime_ns=os.fstat(fd).st_mtime_ns)
 
 
 def _source_id(fd: int, host: str, file_path: str) -> str | None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from . import parse
 from .contract import Detected, SourceContext
-from .directory import CHUNK_BYTES, file_context, list_log_files
+from .directory import CHUNK_BYTES, file_context, folder_options, list_log_files
 
 IDLE_FINAL = 0.5
 
@@ -31,6 +31,7 @@ class _Cursor:
     path: str
     detected: Detected
     inode: tuple[int, int]
+    options: dict = field(default_factory=dict)  # the folder's source options (its zone)
     ctx: SourceContext | None = None
     offset: int = 0  # file offset of `carry`'s first byte: what the parser has consumed up to
     carry: bytes = b""  # read but not consumed yet (a pending record, a partial line)
@@ -43,7 +44,7 @@ class _Cursor:
             try:
                 with open(self.path, "rb") as handle:
                     if self.ctx is None:
-                        self.ctx = file_context(handle.fileno(), self.path, self.detected)
+                        self.ctx = file_context(handle.fileno(), self.path, self.detected, self.options)
                         if self.ctx is None:
                             return out
                     handle.seek(self.read_to)
@@ -71,8 +72,9 @@ class _Cursor:
 class DirectoryFollower:
     """The records a raw log directory gains, poll after poll (the first poll: everything so far)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, timezone: str | None = None) -> None:
         self.path = path
+        self.options = folder_options(timezone)  # (`timezone`: of times printed without one)
         self._cursors: dict[str, _Cursor] = {}
 
     def poll(self, now: float | None = None) -> list[pa.RecordBatch]:
@@ -87,7 +89,7 @@ class DirectoryFollower:
             inode = (st.st_dev, st.st_ino)
             cursor = self._cursors.get(file_path)
             if cursor is None or cursor.inode != inode or st.st_size < cursor.read_to:
-                cursor = self._cursors[file_path] = _Cursor(file_path, detected, inode)
+                cursor = self._cursors[file_path] = _Cursor(file_path, detected, inode, self.options)
             out += cursor.advance(st.st_size, now)
         present = {file_path for file_path, _, _ in listed}
         for gone in set(self._cursors) - present:

@@ -132,7 +132,8 @@ def add_time_flags(parser: Any, title: str = "time range") -> None:
     group.add_argument("--until", "--to", "--end", "--end_time", "--end-time", dest="end", metavar="TIME",
                        help="exclusive end (also spelled --to, --end, --end_time)")
     group.add_argument("--tz", metavar="ZONE", help="zone times are shown in and read in when they carry none: "
-                       "UTC (default), local, or a name such as Europe/Paris (default: $RANKLOG_TZ, else UTC)")
+                       "UTC (default), local, or a name such as Europe/Paris (default: $RANKLOG_TZ, else UTC); with "
+                       "--log_dir also the zone its times printed without one are read in (default: this machine's)")
 
 
 def add_filter_flags(parser: Any, trace_flag: bool = True) -> None:

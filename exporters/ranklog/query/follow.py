@@ -150,7 +150,7 @@ def _log_dir_looks(source: Any, spec: QuerySpec, wanted: list[str], tail: int) -
 
     from ..parse.follow_dir import DirectoryFollower
 
-    follower = DirectoryFollower(source.real_path)
+    follower = DirectoryFollower(source.real_path, source.timezone)
     matches = list(engine.parsed_matches(follower.poll(), spec, wanted))
     if matches and tail:
         table = pa.Table.from_batches(matches).sort_by([("ts", "ascending")])

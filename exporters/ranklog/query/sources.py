@@ -31,6 +31,7 @@ from ..archive_layout import (
     superseded,
 )
 from ..errors import UserError
+from ..parse.zones import local_zone, valid_zone
 
 log = logging.getLogger("ranklog.query")
 # (path, size) → why the file is not Parquet, or None: visible files never change (names are never
@@ -300,7 +301,7 @@ class LogDirSource:
 
     kind = "log_dir"
 
-    def __init__(self, path: str, progress: bool = False) -> None:
+    def __init__(self, path: str, progress: bool = False, timezone: str | None = None) -> None:
         if not os.path.exists(path):
             raise UserError(f"log directory {path}: no such directory")
         if not os.path.isdir(path):
@@ -315,6 +316,7 @@ class LogDirSource:
         # (./logs, a symlink) and matches what an agent reading the same files records.
         self.real_path = os.path.realpath(path)
         self.progress = progress
+        self.timezone = timezone  # of times printed without one (None: this machine's)
 
     def tables(self) -> Iterator[pa.Table]:
         """Parsed records, one table (or batch) per file or chunk, as the parsers produce them."""
@@ -323,7 +325,7 @@ class LogDirSource:
         from ..parse.directory import iter_log_dir
 
         with _progress_callback(self.progress, f"reading {self.path}") as progress:
-            for item in iter_log_dir(self.real_path, progress=progress):
+            for item in iter_log_dir(self.real_path, progress=progress, timezone=self.timezone):
                 yield item if isinstance(item, pa.Table) else pa.Table.from_batches([item])
 
     def describe(self) -> str:
@@ -379,12 +381,17 @@ def read_token(token_file: str | None) -> str | None:
 
 
 def open_source(archive: str | None = None, log_dir: str | None = None, token_file: str | None = None,
-                progress: bool = False) -> Any:
-    """The source named by ``--archive DIR|URI|URL`` or ``--log_dir DIR`` (exactly one of them)."""
+                progress: bool = False, timezone: str | None = None) -> Any:
+    """The source named by ``--archive DIR|URI|URL`` or ``--log_dir DIR`` (exactly one of them);
+    `timezone`: a log directory's zone for times printed without one (``--tz``)."""
     if bool(archive) == bool(log_dir):
         raise UserError("give exactly one of --archive DIR|URL or --log_dir DIR")
+    if timezone is not None and timezone.lower() == "local":
+        timezone = local_zone()
+    if timezone is not None and not valid_zone(timezone):
+        raise UserError(f"--tz: {timezone!r} is not a time zone (an IANA name such as Europe/Berlin, UTC, or +01:00)")
     if log_dir:
-        return LogDirSource(log_dir, progress=progress)
+        return LogDirSource(log_dir, progress=progress, timezone=timezone)
     assert archive is not None
     if archive.startswith(("http://", "https://")):
         from .remote import RemoteSource

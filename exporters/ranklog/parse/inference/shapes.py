@@ -148,8 +148,9 @@ def _time_syntax(spec: str):
 
 def _defined_length(tokens: tuple[Token, ...], support: Counter, total: int, lines: int, timed_levels: set[str]) -> int:
     """How much of a path its time and level define: up to its last time or level that the layout
-    shows (a prefix two lines share, or every header line when there is one; a level leading the
-    line without a time: two lines, or the whole sample). Whatever sits before it is a field."""
+    shows (a date: one line; otherwise a prefix two lines share, or every header line when there is
+    one; a level leading the line without a time: two lines, or the whole sample). Whatever sits
+    before it is a field."""
     # a level in a column layout whose time column was left blank (rich prints a time once a second)
     # stands for a header of the source's timed layout
     aligned = tokens[0][0] == " " and tokens[0][1] == "level" and tokens[0][2] in timed_levels
@@ -158,9 +159,9 @@ def _defined_length(tokens: tuple[Token, ...], support: Counter, total: int, lin
         if tokens[k - 1][1] not in DEFINING:
             continue
         shown = support[tokens[:k]]
-        if shown < 2 and shown != total and not aligned:
-            continue
         timed = aligned or any(kind == "time" and _time_syntax(spec).strong for _, kind, spec in tokens[:k])
+        if shown < 2 and shown != total and not timed:  # (a line led by a date is a log line on its own)
+            continue
         if not timed:
             led = any(kind == "time" or (kind == "level" and spec != "1") for _, kind, spec in tokens[:k])
             if not led or (shown < 2 and shown != lines):
