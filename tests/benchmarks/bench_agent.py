@@ -2,7 +2,9 @@
 
     python tests/benchmarks/bench_agent.py [--quick] [--lines N] [--scaling-lines N] [--runs R] [--profile DIR]
 
-For each workload (ranklog JSON lines; plain Python-logging text) and each run — the agent's run,
+For each workload (ranklog JSON lines; plain Python-logging text; the mixed-layout corpus of
+:mod:`tests.benchmarks.mixed_layouts`, six files in six of the ecosystem's layouts with tracebacks and
+config dumps, whose layouts the agent learns) and each run — the agent's run,
 then rsyslog's, both pipelines up all along, so that a drift in the machine's speed hits both; the
 first full-size run of each workload and peer is left out of the medians and printed on its own
 line, since a process's first burst is not its throughput (:func:`measure_side_by_side`) — a
@@ -87,11 +89,12 @@ from tests.helpers.net import free_port, wait_for_port  # noqa: E402
 from tests.helpers.procs import spawn, stop  # noqa: E402
 
 CACHE = REPO / ".cache" / "bench_agent"
+MIXED = "mixed layouts"  # tests/benchmarks/mixed_layouts.py: six files in six of the ecosystem's layouts
 WARMUP_LINES = 2_000
 SHIPPED = "ranklog_agent_records_shipped_total"
 STAGED_AGE = 60.0  # seconds: how old the staged copy's mtime is (see _stage)
 POLL = 0.05  # how often the end of a run is checked, for both peers (agent_rsyslog.RsyslogPair.wait_lines)
-WORKLOADS = {"ranklog JSON": ("jsonl", "ranklog"), "python text": ("log", "python")}
+WORKLOADS = {"ranklog JSON": ("jsonl", "ranklog"), "python text": ("log", "python"), MIXED: ("log", "python")}
 
 
 def _clock(i: int) -> tuple[int, int, int, int]:
@@ -115,6 +118,35 @@ def _text_line(i: int) -> str:
     level = "WARNING" if i % 97 == 0 else "INFO"
     return (f"2026-12-02 {hh:02d}:{mm:02d}:{ss:02d},{us // 1000:03d} - verl.trainer - {level} - "
             f"step {i} finished in {100 + i % 900} ms, loss {(i % 1000) / 997:.4f}\n")
+
+
+def pieces(kind: str, lines: int, files: int = 1) -> list[tuple[Path, int]]:
+    """The files a run of `kind` renames in, `lines` lines in all, and the records each holds (what
+    the agent ships: a traceback is one record of several lines). The mixed-layout corpus is six files
+    of its own; the others are `files` copies of one file."""
+    if kind != MIXED:
+        return [(dataset(kind, lines // files), lines // files)] * files
+    directory = CACHE / f"{kind.replace(' ', '-')}-{lines}"
+    counts = directory / "records.txt"
+    if not counts.exists():
+        from tests.benchmarks.mixed_layouts import write
+
+        written = write(directory, lines)
+        counts.write_text("".join(f"{path.name} {_records_parsed(path)} {records}\n" for path, _, records in written))
+    out = []
+    for row in counts.read_text().splitlines():
+        name, parsed, logged = row.split()
+        if parsed != logged:  # the bench waits for what the parser makes of it: say so when that is off
+            print(f"note: {name}: {logged} records logged, {parsed} parsed", file=sys.stderr)
+        out.append((directory / name, int(parsed)))
+    return out
+
+
+def _records_parsed(path: Path) -> int:
+    from ranklog.parse import SourceContext, parse
+
+    ctx = SourceContext(source=str(path), source_id="bench", format="python", host="bench", ip="127.0.0.1")
+    return parse(path.read_bytes(), 0, ctx, final=True, read_time_ns=time.time_ns()).batch.num_rows
 
 
 def dataset(kind: str, lines: int) -> Path:
@@ -173,13 +205,14 @@ class Pipeline:
         """Rename `files` files of `lines` lines in all into the watched dir; (wall s, agent CPU s, peer CPU s)
         until the last record is acknowledged."""
         ext = WORKLOADS[kind][0]
-        staged = [_stage(dataset(kind, lines // files), self.workdir, f"{self.runs}-{i}") for i in range(files)]
+        inputs = pieces(kind, lines, files)
+        staged = [_stage(path, self.workdir, f"{self.runs}-{i}") for i, (path, _) in enumerate(inputs)]
         cpu0, peer0, t0 = tree_cpu_seconds(self.agent.proc.pid), cpu_seconds(self.peer_pid), time.monotonic()
-        shipped = [self.watch / f"run{self.runs}-{i}.{ext}" for i in range(files)]
+        shipped = [self.watch / f"run{self.runs}-{i}.{ext}" for i in range(len(inputs))]
         for path, name in zip(staged, shipped, strict=True):
             os.rename(path, name)
         self.runs += 1
-        self.shipped += lines // files * files
+        self.shipped += sum(records for _, records in inputs)
         self.agent.wait_for(lambda s, want=self.shipped: s.value("ranklog_agent_records_shipped_total") >= want,
                             timeout=600, what=f"{lines} {kind} records shipped", interval=POLL, names=(SHIPPED,))
         took = (time.monotonic() - t0, tree_cpu_seconds(self.agent.proc.pid) - cpu0, cpu_seconds(self.peer_pid) - peer0)
@@ -205,7 +238,7 @@ def pipeline(workdir: Path, token: Path, peer: str, parse_workers: int | None = 
     "archive") or to the ACK-at-once sink ("sink"), started and warmed up."""
     watch = workdir / "watch"
     watch.mkdir(parents=True)
-    sources = [f"{watch}/*.{ext}:{fmt}" for ext, fmt in WORKLOADS.values()]
+    sources = sorted({f"{watch}/*.{ext}:{fmt}" for ext, fmt in WORKLOADS.values()})
     port = free_port()
     extra = ["--host", "bench", "--backoff-max", "0.5s"]
     extra += ["--parse-workers", str(parse_workers)] if parse_workers else []
@@ -222,8 +255,9 @@ def pipeline(workdir: Path, token: Path, peer: str, parse_workers: int | None = 
         handle = Pipeline(agent, peer_pid, watch, workdir, peer_url=f"http://127.0.0.1:{port}")
         # Warm-up: the first batches import parsers and compute kernels; keep that out of the clock.
         for kind in WORKLOADS:
-            shutil.copyfile(dataset(kind, WARMUP_LINES), watch / f"warmup.{WORKLOADS[kind][0]}")
-            handle.shipped += WARMUP_LINES
+            for i, (path, records) in enumerate(pieces(kind, WARMUP_LINES)):
+                shutil.copyfile(path, watch / f"warmup-{kind.replace(' ', '-')}-{i}.{WORKLOADS[kind][0]}")
+                handle.shipped += records
         agent.wait_for(lambda s, want=handle.shipped: s.value("ranklog_agent_records_shipped_total") >= want,
                        timeout=120, what="warm-up")
         yield handle
@@ -367,16 +401,20 @@ def rsyslog_pipeline(workdir: Path) -> Iterator[tuple[Callable[[str, int], tuple
 
         def ship(kind: str, lines: int) -> tuple[float, float]:
             nonlocal delivered, runs
-            staged = _stage(dataset(kind, lines), workdir)
+            ext = WORKLOADS[kind][0]
+            staged = [_stage(path, workdir, str(i)) for i, (path, _) in enumerate(pieces(kind, lines))]
             cpu0, t0 = cpu_seconds(pair.shipper.pid), time.monotonic()
-            os.rename(staged, watch / f"run{runs}.{WORKLOADS[kind][0]}")
+            names = [watch / f"run{runs}-{i}.{ext}" for i in range(len(staged))]
+            for path, name in zip(staged, names, strict=True):
+                os.rename(path, name)
             runs += 1
             delivered += lines
             got, seen = pair.wait_lines(delivered, timeout=600, interval=POLL)
             if got < delivered:
                 raise RuntimeError(f"rsyslog delivered {got} of {delivered} lines")
             took = seen - t0, cpu_seconds(pair.shipper.pid) - cpu0
-            (watch / f"run{runs - 1}.{WORKLOADS[kind][0]}").unlink()  # rotated away, as for the agent
+            for name in names:  # rotated away, as for the agent
+                name.unlink()
             return took
 
         yield ship, [pair.shipper.pid, pair.receiver.pid]
@@ -390,31 +428,23 @@ def stage_cpu(kind: str, lines: int) -> dict[str, float]:
     from ranklog.agent.log_metrics import BatchObserver
     from ranklog.agent.ship import encode
     from ranklog.metrics import LabelBudget, create
-    from ranklog.parse import SourceContext, parse
+    from ranklog.parse import SourceContext
     from ranklog.record import arrow_schema
 
     cfg = AgentConfig()
-    data = dataset(kind, lines).read_bytes()
-    ctx = SourceContext(source="bench", source_id="bench", format=WORKLOADS[kind][1], host="bench", ip="127.0.0.1",
-                        fields={}, state={}, options={})
+    inputs = pieces(kind, lines)
+    spent = {"parse": 0.0, "metrics": 0.0, "encode": 0.0}
+    batches, rows = [], 0
+    for path, _ in inputs:
+        ctx = SourceContext(source=str(path), source_id="bench", format=WORKLOADS[kind][1], host="bench",
+                            ip="127.0.0.1", fields={}, state={}, options={})
+        own = _parse_pieces(path.read_bytes(), ctx, cfg.read_chunk, spent)
+        rows += sum(batch.num_rows for batch in own)
+        batches += own
+    if rows != sum(records for _, records in inputs):
+        raise RuntimeError(f"stage run parsed {rows} records from {lines} lines")
     observer = BatchObserver(create("agent", prometheus_client.CollectorRegistry()), LabelBudget(),
                              list(cfg.training_metrics))
-    spent = {"parse": 0.0, "metrics": 0.0, "encode": 0.0}
-    batches, position, carry, offset = [], 0, b"", 0
-    while position < len(data) or carry:
-        piece = data[position: position + cfg.read_chunk]
-        position += len(piece)
-        buffer, final = carry + piece, position >= len(data)
-        t0 = time.process_time()
-        result = parse(buffer, offset, ctx, final=final, read_time_ns=time.time_ns())
-        spent["parse"] += time.process_time() - t0
-        carry, offset = buffer[result.consumed:], offset + result.consumed
-        batches.append(result.batch)
-        if final and not carry:
-            break
-    rows = sum(batch.num_rows for batch in batches)
-    if rows != lines:
-        raise RuntimeError(f"stage run parsed {rows} records from {lines} lines")
     t0 = time.process_time()
     for batch in batches:
         observer.observe(batch)
@@ -425,6 +455,25 @@ def stage_cpu(kind: str, lines: int) -> dict[str, float]:
         encode(batches[start: start + per_request], arrow_schema(), cfg.compression)
     spent["encode"] = time.process_time() - t0
     return {stage: seconds / lines * 1e6 for stage, seconds in spent.items()}
+
+
+def _parse_pieces(data: bytes, ctx, read_chunk: int, spent: dict[str, float]) -> list:
+    """`data` parsed in `read_chunk` pieces as the agent reads it (CPU into ``spent["parse"]``)."""
+    from ranklog.parse import parse
+
+    batches, position, carry, offset = [], 0, b"", 0
+    while position < len(data) or carry:
+        piece = data[position: position + read_chunk]
+        position += len(piece)
+        buffer, final = carry + piece, position >= len(data)
+        t0 = time.process_time()
+        result = parse(buffer, offset, ctx, final=final, read_time_ns=time.time_ns())
+        spent["parse"] += time.process_time() - t0
+        carry, offset = buffer[result.consumed:], offset + result.consumed
+        batches.append(result.batch)
+        if final and not carry:
+            break
+    return batches
 
 
 def parse_loop(path: str, fmt: str, seconds: float) -> float:

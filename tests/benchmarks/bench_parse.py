@@ -58,6 +58,7 @@ from ranklog.parse.formats.json import build_mapping  # noqa: E402
 from ranklog.parse.inference import learned_patterns  # noqa: E402
 from ranklog.parse.inference.prefixes import LAUNCHER_PREFIXES  # noqa: E402
 from ranklog.record import normalize_row  # noqa: E402
+from tests.benchmarks.mixed_layouts import write as write_mixed  # noqa: E402
 from tests.helpers.layouts import ranklog_line, traceback_lines  # noqa: E402
 
 CACHE = REPO / ".cache" / "bench_parse"
@@ -270,6 +271,11 @@ def main() -> int:
         ours, _ = measure(lambda d, fmt=fmt: feed(d, fmt), data, runs)
         peer, _ = measure(layouts_peer(fmt, data), data, runs)
         results.append((name, lines, ours, "per-line re, the learned layouts", peer))
+    mixed_files = [path.read_bytes() for path, _, _ in write_mixed(CACHE / f"mixed-{lines}", lines)]
+    peers = [layouts_peer("python", data) for data in mixed_files]
+    ours, _ = measure(lambda files: sum(feed(data, "python") for data in files), mixed_files, runs)
+    peer, _ = measure(lambda files: sum(run(data) for run, data in zip(peers, files, strict=True)), mixed_files, runs)
+    results.append(("mixed layouts, 6 files", lines, ours, "per-line re, the learned layouts", peer))
 
     print(f"parse benchmark ({'quick' if args.quick else 'full'}: {lines:,} lines per input, median of {runs} runs, "
           "lines per CPU-second)")

@@ -166,3 +166,15 @@ def test_chunked_reads_learn_the_same(name):
     chunked, _ = feed_chunks(data, chunk_ctx, [200, 300, 1000, 4000])
     assert rows(chunked) == rows(whole)
     assert chunk_ctx.state == whole_ctx.state
+
+
+def test_a_new_files_first_lines_wait_for_eight_or_the_end():
+    make, _ = LAYOUTS["time of day, padded level"]
+    data, _ = _run(make())
+    lines = data.split(b"\n")
+    ctx = SourceContext("/l", "s", "python", "h", "i", options={"timezone": "UTC"})
+    head = b"\n".join(lines[:2]) + b"\n"
+    assert parse(head, 0, ctx, final=False, read_time_ns=READ_TIME_NS).consumed == 0  # one or two lines: wait
+    assert parse(head, 0, ctx, final=True, read_time_ns=READ_TIME_NS).batch.num_rows == 2  # gone quiet: read
+    more = SourceContext("/l", "s", "python", "h", "i", options={"timezone": "UTC"})
+    assert parse(data[:2000], 0, more, final=False, read_time_ns=READ_TIME_NS).consumed > 0  # eight and more

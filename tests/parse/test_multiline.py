@@ -11,8 +11,16 @@ HEADER = b"2026-12-02 13:04:05,123 - train - ERROR - failed\n"
 TRACEBACK = b'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\nValueError: bad\n'
 
 
-def test_a_record_is_pending_until_the_next_record_starts():
+def _read_on():
+    """A context of a file whose first lines were read (a new file's first lines wait for eight:
+    see ranklog.parse.inference.waits)."""
     ctx = make_ctx("python")
+    parse(HEADER * 8, 0, ctx, final=True, read_time_ns=READ_TIME_NS)
+    return ctx
+
+
+def test_a_record_is_pending_until_the_next_record_starts():
+    ctx = _read_on()
     first = parse(HEADER + TRACEBACK, 0, ctx, final=False, read_time_ns=READ_TIME_NS)
     assert first.consumed == 0 and first.batch.num_rows == 0  # the traceback may go on
     data = HEADER + TRACEBACK + b"2026-12-02 13:04:06,000 - train - INFO - next\n"
@@ -24,7 +32,7 @@ def test_a_record_is_pending_until_the_next_record_starts():
 
 
 def test_a_blank_line_completes_a_plain_record_but_not_a_traceback():
-    ctx = make_ctx("python")
+    ctx = _read_on()
     plain = parse(b"hello\n\n", 0, ctx, final=False, read_time_ns=READ_TIME_NS)
     assert plain.consumed == 7 and plain.batch.num_rows == 1
     tb = parse(TRACEBACK + b"\n", 0, ctx, final=False, read_time_ns=READ_TIME_NS)

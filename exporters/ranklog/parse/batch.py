@@ -155,8 +155,22 @@ def _merge_attrs(column: pa.Array | None, defaults: Mapping[str, Any], n: int) -
     layout_json = json.dumps(layout, separators=(",", ":"), ensure_ascii=False, default=str)
     if column.null_count == n:
         return pa.repeat(pa.scalar(layout_json, pa.string()), n)
-    merged = [layout_json if value is None else _merge_one(layout, value) for value in column.to_pylist()]
-    return pa.array(merged, pa.string())
+    # a row's own JSON object with the layout's members in front: text joined column-wise, unless the
+    # row names a layout key itself (its own value wins: merged as JSON) or is no object at all
+    text = pc.fill_null(column, "{}")
+    simple = pc.and_(pc.starts_with(text, "{"), pc.ends_with(text, "}"))
+    for key in layout:
+        simple = pc.and_(simple, pc.invert(pc.match_substring(text, json.dumps(str(key), ensure_ascii=False) + ":")))
+    inner = pc.utf8_slice_codeunits(text, 1)
+    joined = pc.binary_join_element_wise(layout_json[:-1], pc.if_else(pc.equal(inner, "}"), "", ","), inner, "")
+    if pc.all(simple).as_py():
+        return joined
+    rows = np.flatnonzero(~np.asarray(simple))
+    own = column.take(pa.array(rows)).to_pylist()
+    fixed = pa.array([layout_json if value is None else _merge_one(layout, value) for value in own], pa.string())
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    return pc.replace_with_mask(joined, pa.array(mask), fixed)
 
 
 def _layout(defaults: Mapping[str, Any]) -> dict[str, Any]:
