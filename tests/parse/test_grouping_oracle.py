@@ -47,7 +47,7 @@ def _same(got: Grouping, want: Grouping) -> None:
 
 KINDS = st.sampled_from([Kind.HEADER, Kind.HEADER, Kind.HEADER_ERROR, Kind.OTHER, Kind.OTHER, Kind.BLANK,
                          Kind.INDENT, Kind.INDENT, Kind.TRACEBACK, Kind.CONNECTOR, Kind.MARKER, Kind.INTERJECTION,
-                         Kind.LONG_INTERJECTION, Kind.WARNING, Kind.KEYVALUE, Kind.KEYVALUE])
+                         Kind.LONG_INTERJECTION, Kind.WARNING, Kind.KEYVALUE, Kind.KEYVALUE, Kind.BANNER, Kind.LEAD])
 
 
 @settings(max_examples=400, deadline=None)
@@ -69,7 +69,7 @@ def test_group_lines_is_the_walk(lines, final, max_lines, max_bytes, window, pre
     # what a header's message or a key-value line says about the lines after it (blocks, dumps)
     rng = np.random.default_rng(block_seed)
     blocks = np.where(np.isin(kinds, (Kind.HEADER, Kind.HEADER_ERROR, Kind.KEYVALUE)),
-                      rng.choice([Block.NONE, Block.ITEMS, Block.OPENS], len(kinds)), Block.NONE).astype(np.int8)
+                      rng.choice([Block.NONE, Block.ITEMS, Block.OPENS, Block.REST], len(kinds)), Block.NONE).astype(np.int8)
     bounds = {"max_lines": max_lines, "max_bytes": max_bytes, "stream_window": window}
     got = group_lines(kinds, lengths, streams if prefixed else None, final=final, blocks=blocks, **bounds)
     _same(got, walk(kinds, lengths, streams, final=final, blocks=blocks, **bounds))

@@ -69,6 +69,8 @@ class Kind(IntEnum):
     LONG_INTERJECTION = 9
     WARNING = 10  # Python's warnings line (``file.py:12: UserWarning: …``): a record whose message runs on
     KEYVALUE = 11  # a ``key: value`` / ``key:`` line or a closing bracket: may run on a block (a config dump)
+    BANNER = 12  # a rule (``-----…``): opens a block of lines that the next rule closes
+    LEAD = 13  # a plain line right before a ``Traceback`` line of its stream: a message logged with exc_info
 
 
 class Block(IntEnum):
@@ -77,6 +79,7 @@ class Block(IntEnum):
     NONE = 0
     ITEMS = 1  # a ``key: value`` item: more items may follow (an object's fields, one a line)
     OPENS = 2  # ends with ``:``: the dump of what it names follows (a config, a module's repr)
+    REST = 3  # a header with an empty message: the message is the lines after it, up to the next header
 
 
 class _Tb(IntEnum):
@@ -105,6 +108,7 @@ class Group:
     interrupted: bool = False  # an interjection came after its last line
     block: int = Block.NONE  # what its last line says about the next ones (a header's message, an item)
     warning: bool = False  # a warning whose message has not ended yet (its indented source line ends it)
+    banner: bool = False  # opened by a rule that a rule closes
 
     @property
     def last(self) -> int:
@@ -138,7 +142,7 @@ class Grouping:
 
 _CONTINUATION = (Kind.INDENT, Kind.TRACEBACK, Kind.CONNECTOR)
 _WHOLE = (Kind.BLANK, Kind.MARKER, Kind.INTERJECTION, Kind.LONG_INTERJECTION)  # no next line continues these
-_STARTERS = (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER, Kind.WARNING)
+_STARTERS = (Kind.HEADER, Kind.HEADER_ERROR, Kind.MARKER, Kind.WARNING, Kind.LEAD)
 
 
 def _table(kinds: tuple[Kind, ...]) -> np.ndarray:
@@ -153,7 +157,7 @@ _IS_CONTINUATION, _IS_STARTER, _IS_WHOLE = _table(_CONTINUATION), _table(_STARTE
 _IS_FRESH_UNLESS_TRACEBACK = _table((Kind.OTHER, Kind.INTERJECTION, Kind.KEYVALUE))
 _IS_INTERJECTION = _table((Kind.INTERJECTION, Kind.LONG_INTERJECTION))
 _BLANK, _TRACEBACK, _LONG_INTERJECTION = int(Kind.BLANK), int(Kind.TRACEBACK), int(Kind.LONG_INTERJECTION)
-_WARNING = int(Kind.WARNING)
+_WARNING, _BANNER, _KEYVALUE = int(Kind.WARNING), int(Kind.BANNER), int(Kind.KEYVALUE)
 
 
 def group_lines(kinds: np.ndarray, lengths: np.ndarray, streams: np.ndarray | Sequence[Hashable] | None, *, final: bool,
@@ -295,7 +299,8 @@ def _bulk(kinds: np.ndarray, lengths: np.ndarray, breaks: np.ndarray | None, max
     index = np.arange(n)
     fresh = _IS_STARTER[kinds] if breaks is None else _IS_STARTER[kinds] | breaks
     section_start = np.maximum.accumulate(np.where(fresh, index, 0))
-    special = (kinds == _TRACEBACK) | (kinds == _WARNING) | ((blocks > 0) & _IS_STARTER[kinds])
+    special = (kinds == _TRACEBACK) | (kinds == _WARNING) | (kinds == _BANNER) | ((blocks > 0) & _IS_STARTER[kinds])
+    special |= (kinds == _KEYVALUE) & (blocks == Block.OPENS)  # a plain `name:` line opens a block too
     last_traceback = np.maximum.accumulate(np.where(special, index, -1))
     in_traceback = last_traceback >= section_start
     in_traceback &= ~fresh  # a header itself is fresh even right after a traceback
@@ -346,7 +351,7 @@ class _Walker:
             self.close(stream)
             group = None
         if kind == Kind.BLANK:
-            if group is not None and (group.tb != _Tb.NONE or group.block or group.warning):
+            if group is not None and (group.tb != _Tb.NONE or group.block or group.warning or group.banner):
                 group.blanks.append(i)  # kept if the record goes on after it
             elif group is not None:
                 self.close(stream)
@@ -375,12 +380,25 @@ class _Walker:
         if kind == Kind.WARNING:
             self._start(stream, i, header=False).warning = True
             return
+        if kind == Kind.LEAD:  # (not an exception message's next line: a new message and its traceback)
+            self._start_plain(stream, i, kind)
+            return
+        if kind == Kind.BANNER and (group is None or group.tb == _Tb.NONE):  # (in a traceback: its message's)
+            if group is not None and group.block == Block.REST:
+                self._append(stream, group, i, "m")
+            elif group is not None and group.banner:
+                group = self._append(stream, group, i, "m")  # the rule that closes it
+                group.banner, group.block = False, Block.NONE
+            else:
+                self._start(stream, i, header=False).banner = True
+            return
         if group is not None and group.blanks and group.tb == _Tb.NONE and not (
-                kind == Kind.INDENT or (kind == Kind.KEYVALUE and (group.block or group.warning))):
+                kind == Kind.INDENT or (kind == Kind.KEYVALUE and (group.block or group.warning))
+                or ((group.banner or group.block == Block.REST) and kind in (Kind.OTHER, Kind.KEYVALUE))):
             self.close(stream)  # a block or a warning ends at a blank line that nothing of it follows
             group = None
         if group is None:
-            new = self._start(stream, i, header=False)
+            new = self._start_plain(stream, i, kind)
             if kind == Kind.TRACEBACK:
                 self._enter_traceback(new)
             return
@@ -405,11 +423,22 @@ class _Walker:
                 group.exception_lines.append(i)
             group.tb = _Tb.EXCEPTION
         elif group.tb == _Tb.NONE and kind in (Kind.OTHER, Kind.KEYVALUE) and (
-                group.warning or group.block == Block.OPENS or (kind == Kind.KEYVALUE and group.block)):
+                group.warning or group.banner or group.block in (Block.OPENS, Block.REST)
+                or (kind == Kind.KEYVALUE and group.block)):
             group = self._append(stream, group, i, "m")  # a warning's message, a block's item
-            group.block = self._block(i) or (Block.ITEMS if group.block else Block.NONE)
+            if group.block != Block.REST:
+                group.block = self._block(i) or (Block.ITEMS if group.block else Block.NONE)
         else:
-            self._start(stream, i, header=False)
+            self._start_plain(stream, i, kind)
+
+    def _start_plain(self, stream: str, i: int, kind: int) -> Group:
+        """A record starting with a line that is no header: a message-only logger's line takes the
+        traceback right after it (its exc_info), and one ending in ':' opens what it names."""
+        group = self._start(stream, i, header=False)
+        if kind in (Kind.OTHER, Kind.KEYVALUE, Kind.LEAD):
+            group.takes_traceback = True
+            group.block = Block.OPENS if self._block(i) == Block.OPENS else Block.NONE
+        return group
 
     def _block(self, i: int) -> int:
         return self.blocks[i] if self.blocks else Block.NONE
@@ -441,7 +470,8 @@ class _Walker:
             tb, had = group.tb, group.had_traceback
             self.close(stream)
             group = Group(start=i, header=False, lines=[i], roles=[role], nbytes=self.lengths[i],
-                          split="continued", tb=tb, had_traceback=had, block=group.block, warning=group.warning)
+                          split="continued", tb=tb, had_traceback=had, block=group.block, warning=group.warning,
+                          banner=group.banner)
             self.open[stream] = group
             return group
         group.lines.extend(pending)

@@ -73,8 +73,10 @@ _BOXED_FRAME = r"^(?:[│┃║╰┗╚└]|> File )"
 # Python's warnings (`file.py:12: UserWarning: message`, its message may run over lines, then the
 # source line, indented)
 _WARNING_LINE = r"^\S.*?:\d+: [A-Z]\w*Warning: "
-# an item of a dumped object: `key: value`, `key:`, or a closing bracket
-_KEYVALUE_LINE = r"^(?:[A-Za-z_\[][\w\[\] .\-/()]{0,60}:(?:\s.*)?|[\])}]+[,;]?)$"
+# a rule that opens and closes a block of lines (`-----…`, `=====…`)
+_BANNER_LINE = r"^(?:-{10,}|={10,}|\*{10,}|#{10,}|~{10,}|_{10,}|\+{10,})[ \t]*$"
+# an item of a dumped object: `key: value`, `key:`, a closing bracket, or a `- item` of a list
+_KEYVALUE_LINE = r"^(?:[A-Za-z_\[][\w\[\] .\-/()]{0,60}:(?:\s.*)?|[\])}]+[,;]?|[-*•] \S.*)$"
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,7 @@ def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int
         if any(changed):  # a new header shape: the lines are matched again with what was learned
             header_fields, header = _match_learned(body, reads, lessons, fixed, fmt, tz, read_time_ns)
         header_fields = _dated(header_fields, reads, read_time_ns)
-        repeats = _repeated_headers(body, header, header_fields)
+        repeats = _repeated_headers(body, header, header_fields, read_ends)
         if repeats.any():  # a message's further lines under the same header: the message's lines
             header &= ~repeats
             body = pc.if_else(pa.array(repeats), header_fields["msg"], body)
@@ -236,22 +238,28 @@ def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int
                       interjections=fmt.interjections, read_ends=read_ends)
     if fmt.learn and repeats.any():
         kinds[repeats & ~np.isin(kinds, (Kind.TRACEBACK, Kind.CONNECTOR))] = Kind.INDENT
+    _mark_leads(kinds, streams, read_ends)
     blocks = _blocks(body, header, header_fields.get("msg"), kinds)
     return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts,
                    lessons, blocks)
 
 
-def _repeated_headers(body: pa.Array, header: np.ndarray, fields: dict[str, pa.Array]) -> np.ndarray:
+def _repeated_headers(body: pa.Array, header: np.ndarray, fields: dict[str, pa.Array],
+                      read_ends: np.ndarray | None = None) -> np.ndarray:
     """Header lines that repeat the header of the line before them, with a message that can only go on
     the one before (blank, indented, a traceback's or a dumped object's line): torch's glog formatter
     writes its header in front of every line of a multi-line message. (A new record under the same
-    header — the same time, pid and code line — starts like a message does.)"""
+    header — the same time, pid and code line — starts like a message does; a read's first line
+    repeats nothing of another file's read joined before it.)"""
     repeats = np.zeros(len(body), dtype=bool)
     msg, ts = fields.get("msg"), fields.get("ts")
     if msg is None or ts is None or len(body) < 2:
         return repeats
     values = ns_or_nat(ts)
-    rows = np.flatnonzero(header[1:] & header[:-1] & (values[1:] == values[:-1])) + 1
+    same = header[1:] & header[:-1] & (values[1:] == values[:-1])
+    if read_ends is not None:
+        same &= read_ends[1:] == read_ends[:-1]
+    rows = np.flatnonzero(same) + 1
     if not len(rows):
         return repeats
     texts, messages = body.take(pa.array(rows)).to_pylist(), msg.take(pa.array(rows)).to_pylist()
@@ -268,12 +276,13 @@ _ITEM = re.compile(_KEYVALUE_LINE)
 
 def _goes_on(message: str, before: str) -> bool:
     """Can `message` only be the next line of `before`'s message? Blank or indented (a frame, an
-    item), a traceback's head, an exception after a frame, an item after an item or a ``key:``."""
+    item), a traceback's head, an exception after a frame, an item after an indented one or a
+    ``key:``. (Two ``key: value`` messages in the same millisecond are two records.)"""
     if not message or message[0] in " \t" or message.startswith("Traceback (most recent call last):"):
         return True
     if not before or before[0] in " \t" or before.rstrip().endswith(":"):
         return _ITEM.match(message) is not None
-    return _ITEM.match(before) is not None and _ITEM.match(message) is not None
+    return False
 
 
 def _match_learned(body: pa.Array, reads: list[tuple[int, int, SourceContext]], lessons: list[Lesson],
@@ -525,6 +534,7 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
     kinds[where(pc.match_substring_regex(texts, _BOXED_FRAME)) & plain] = Kind.INDENT
     kinds[where(pc.match_substring_regex(texts, _WARNING_LINE)) & plain] = Kind.WARNING
     kinds[where(pc.match_substring_regex(texts, _KEYVALUE_LINE)) & plain] = Kind.KEYVALUE
+    kinds[where(pc.match_substring_regex(texts, _BANNER_LINE)) & plain] = Kind.BANNER
     kinds[header] = Kind.HEADER_ERROR if every_header_takes_traceback else Kind.HEADER
     if level is not None:
         severe = np.asarray(pc.fill_null(pc.is_in(level, pa.array(["WARNING", "ERROR", "CRITICAL"])), False))
@@ -536,6 +546,29 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
     return kinds
 
 
+def _mark_leads(kinds: np.ndarray, streams: np.ndarray | None, read_ends: np.ndarray | None) -> None:
+    """Plain lines whose stream's next line (in the same read) starts a traceback become
+    :attr:`Kind.LEAD`: a message logged with its exc_info, not an exception message going on."""
+    candidates = np.flatnonzero(np.isin(kinds, (Kind.OTHER, Kind.KEYVALUE)))
+    if not len(candidates) or not (kinds == Kind.TRACEBACK).any():
+        return
+    n = len(kinds)
+    if streams is None:
+        following = candidates + 1
+    else:  # the next line of the same stream
+        order = np.argsort(streams, kind="stable")
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n)
+        after = position[candidates] + 1
+        inside = after < n
+        following = np.full(len(candidates), n, dtype=np.int64)
+        following[inside] = np.where(streams[order[after[inside]]] == streams[candidates[inside]], order[after[inside]], n)
+    ends = np.full(n, n, dtype=np.int64) if read_ends is None else read_ends
+    ok = following < ends[candidates]
+    leads = candidates[ok][kinds[following[ok]] == Kind.TRACEBACK]
+    kinds[leads] = Kind.LEAD
+
+
 def _blocks(body: pa.Array, header: np.ndarray, header_msg: pa.Array | None, kinds: np.ndarray) -> np.ndarray:
     """Per line, a :class:`Block`: a ``key:`` / ``key: value`` line, or a header whose message is one
     (only headers a plain line follows need it: it may continue their message)."""
@@ -545,8 +578,10 @@ def _blocks(body: pa.Array, header: np.ndarray, header_msg: pa.Array | None, kin
     if header_msg is not None and len(followed):
         texts = header_msg.take(pa.array(followed))
         kv = np.asarray(pc.fill_null(pc.match_substring_regex(texts, _KEYVALUE_LINE), False))
-        opens = np.asarray(pc.fill_null(pc.ends_with(pc.utf8_rtrim_whitespace(texts), ":"), False))
-        blocks[followed] = np.where(opens, Block.OPENS, np.where(kv, Block.ITEMS, Block.NONE))
+        trimmed = pc.utf8_rtrim_whitespace(texts)
+        opens = np.asarray(pc.fill_null(pc.ends_with(trimmed, ":"), False))
+        empty = np.asarray(pc.fill_null(pc.equal(trimmed, ""), False))
+        blocks[followed] = np.where(empty, Block.REST, np.where(opens, Block.OPENS, np.where(kv, Block.ITEMS, Block.NONE)))
     if len(items):
         texts = body.take(pa.array(items))
         opens = np.asarray(pc.fill_null(pc.ends_with(pc.utf8_rtrim_whitespace(texts), ":"), False))
@@ -618,7 +653,7 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
         positions = np.searchsorted(starts, np.fromiter(grouping.multi, dtype=np.int64, count=len(grouping.multi)))
         msg, exc, extra_attrs, traceback_only = _multiline_text(grouping, positions, body, header_fields.get("msg"),
                                                                  msg, header)
-    columns["level"] = _levels(columns.get("level"), header, traceback_only, msg)
+    columns["level"] = _levels(columns.get("level"), header, traceback_only, msg, exc)
     columns["msg"] = msg
     if exc is not None:
         columns["exc"] = exc
@@ -637,9 +672,11 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
     return {name: col for name, col in columns.items() if col is not None}
 
 
-def _levels(level: pa.Array | None, header: np.ndarray, traceback_only: np.ndarray, msg: pa.Array) -> pa.Array:
-    """The layout's level where it gave one; ERROR for bare tracebacks; a keyword guess for the rest
-    (guessed only for the rows that need it: most lines of a logging file have a level)."""
+def _levels(level: pa.Array | None, header: np.ndarray, traceback_only: np.ndarray, msg: pa.Array,
+            exc: pa.Array | None = None) -> pa.Array:
+    """The layout's level where it gave one; ERROR for bare tracebacks and for a message-only line
+    with a traceback its words give no level to; a keyword guess for the rest (guessed only for the
+    rows that need it: most lines of a logging file have a level)."""
     out = np.full(len(msg), None, dtype=object)
     known = np.zeros(len(msg), dtype=bool)
     if level is not None:
@@ -653,6 +690,9 @@ def _levels(level: pa.Array | None, header: np.ndarray, traceback_only: np.ndarr
     if len(guess_rows):
         out[guess_rows] = np.asarray(guess_levels(msg.take(pa.array(guess_rows))).to_numpy(zero_copy_only=False),
                                      dtype=object)
+        if exc is not None:
+            raised = np.asarray(exc.is_valid())[guess_rows] & (out[guess_rows] == "UNKNOWN")
+            out[guess_rows[raised]] = "ERROR"
     return pa.array(out, pa.string())
 
 
