@@ -230,7 +230,9 @@ def test_real_runs_read_in_small_pieces_parse_together_as_alone(scenarios):
     rng = random.Random(" ".join(scenarios))
     sizes = [[rng.choice((1, rng.randint(2, 300), rng.randint(300, 4096))) for _ in range(len(data) // 700 + 1)]
              for data, _ in files]
-    assert len(files) >= 3 and _run(sizes, files) >= 10 * len(files)
+    # (a floor on the records compared: torch's multi-line messages — a launch config under repeated
+    # glog headers — are one record each, so a torchrun console holds fewer records than lines)
+    assert len(files) >= 3 and _run(sizes, files) >= 8 * len(files)
 
 
 def test_only_the_reads_with_a_line_without_time_take_the_inference_pass(monkeypatch):
@@ -242,7 +244,7 @@ def test_only_the_reads_with_a_line_without_time_take_the_inference_pass(monkeyp
     original = joined.with_inferred_time
     monkeypatch.setattr(joined, "with_inferred_time", lambda batch, ctx, t: (passes.append(ctx.source),
                                                                              original(batch, ctx, t))[1])
-    timed = b"".join(b"2026-12-02 13:04:%02d,000 - t - INFO - line %d\n" % (i, i) for i in range(5))
+    timed = b"".join(b"2026-12-02 13:04:%02d,000 - t - INFO - line %d\n" % (i, i) for i in range(9))
     contexts = [make_ctx("python", source=f"/logs/{i}.log") for i in range(4)]
     items = [(timed.replace(b"line 3\n", b"line 3\na print\n") if i == 2 else timed, 0, ctx, False)
              for i, ctx in enumerate(contexts)]
