@@ -175,7 +175,8 @@ def test_the_last_record_of_a_quiet_file_is_not_held_for_another_idle_final(tmp_
     from ranklog.agent.tracked_file import TrackedFile
 
     path = tmp_path / "train.log"
-    path.write_text("".join(f"2026-12-02 12:00:0{i},000 - t - INFO - step {i}\n" for i in range(3)))
+    # (nine lines: a new source's first eight are what its layout is learned from, a read of fewer waits)
+    path.write_text("".join(f"2026-12-02 12:00:0{i},000 - t - INFO - step {i}\n" for i in range(9)))
     results = {}
     for quiet in (True, False):
         tf = TrackedFile(path=str(path), fd=os.open(path, os.O_RDONLY), format="python", fields={}, options={})
@@ -186,7 +187,7 @@ def test_the_last_record_of_a_quiet_file_is_not_held_for_another_idle_final(tmp_
                 tf.grew_at -= 5.0  # seen at this size 5 s ago
             now = time.monotonic()
             first = tf.read_step(1 << 20, idle_final=0.5, now=now)
-            assert first.chunk.rows == 2  # the last line may still be continued
+            assert first.chunk.rows == 8  # the last line may still be continued
             second = tf.read_step(1 << 20, idle_final=0.5, now=now + 0.01)
             results[quiet] = second.chunk.rows if second.chunk is not None else 0
         finally:
@@ -201,7 +202,8 @@ def test_a_file_written_before_it_was_seen_has_its_last_record_flushed_at_its_en
     from ranklog.agent.tracked_file import TrackedFile
 
     path = tmp_path / "train.log"
-    path.write_text("".join(f"2026-12-02 12:00:0{i},000 - t - INFO - step {i}\n" for i in range(3)))
+    # (nine lines: a new source's first eight are what its layout is learned from, a read of fewer waits)
+    path.write_text("".join(f"2026-12-02 12:00:0{i},000 - t - INFO - step {i}\n" for i in range(9)))
     results = {}
     for age in (10.0, -10.0):  # mtime 10 s ago / 10 s in the future
         stamp = time.time() - age
@@ -211,7 +213,7 @@ def test_a_file_written_before_it_was_seen_has_its_last_record_flushed_at_its_en
             assert tf.identify("node1", "127.0.0.1")
             now = time.monotonic()  # seen growing just now: the agent's own view says "wait"
             tf.grew_at = now
-            assert tf.read_step(1 << 20, idle_final=0.5, now=now).chunk.rows == 2
+            assert tf.read_step(1 << 20, idle_final=0.5, now=now).chunk.rows == 8
             second = tf.read_step(1 << 20, idle_final=0.5, now=now + 0.01)
             results[age] = second.chunk.rows if second.chunk is not None else 0
         finally:
