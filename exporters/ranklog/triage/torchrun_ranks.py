@@ -5,7 +5,8 @@ the launcher's console say which *local* rank wrote them; the global rank is ``g
 local_rank``, and only the launcher knows the group (node) rank. Two things in the logs tie them:
 
 - torchrun's rendezvous result (``LOGLEVEL=INFO``): ``local_ranks=[0, 1]`` / ``global_ranks=[2, 3]``
-  lines of one node's launcher pair each local rank with its global rank;
+  lines of one node's launcher pair each local rank with its global rank (lines of one record: the
+  parser reads the result, logged as one multi-line message, as one);
 - torch's own ``[rank3]:`` prefixes (tracebacks of a failing worker) give a record its global rank;
   the same node's other records of that local rank take it too.
 
@@ -36,18 +37,19 @@ def rank_map(con: duckdb.DuckDBPyConnection, view: str) -> dict[tuple[str, int],
         pairs.setdefault((host, local_rank), set()).add(rank)
     lists = con.execute(f"""
         SELECT host, source, "offset", msg FROM {view}
-        WHERE regexp_matches(msg, '^\\s*(local|global)_ranks=\\[') ORDER BY host, source, "offset" """).fetchall()
+        WHERE regexp_matches(msg, '(^|\n)\\s*(local|global)_ranks=\\[') ORDER BY host, source, "offset" """).fetchall()
     local: dict[tuple[str, str], list[int]] = {}
     for host, source, _offset, msg in lists:
-        match = _RANK_LIST.match(msg)
-        if match is None:
-            continue
-        numbers = [int(x) for x in match.group(2).replace(" ", "").split(",") if x]
-        if match.group(1) == "local":
-            local[(host, source)] = numbers
-        elif (host, source) in local and len(local[(host, source)]) == len(numbers):
-            for lr, gr in zip(local.pop((host, source)), numbers, strict=True):
-                pairs.setdefault((host, lr), set()).add(gr)
+        for line in msg.splitlines():  # (one record a line, or the rendezvous result as one record)
+            match = _RANK_LIST.match(line)
+            if match is None:
+                continue
+            numbers = [int(x) for x in match.group(2).replace(" ", "").split(",") if x]
+            if match.group(1) == "local":
+                local[(host, source)] = numbers
+            elif (host, source) in local and len(local[(host, source)]) == len(numbers):
+                for lr, gr in zip(local.pop((host, source)), numbers, strict=True):
+                    pairs.setdefault((host, lr), set()).add(gr)
     return {key: next(iter(ranks)) for key, ranks in pairs.items() if len(ranks) == 1}
 
 
