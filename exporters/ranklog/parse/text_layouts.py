@@ -229,6 +229,7 @@ def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int
         if any(changed):  # a new header shape: the lines are matched again with what was learned
             header_fields, header = _match_learned(body, reads, lessons, fixed, fmt, tz, read_time_ns)
         header_fields = _dated(header_fields, reads, read_time_ns)
+        _drop_contradicted_ranks(header_fields, prefix_fields, read_ends)
         repeats = _repeated_headers(body, header, header_fields, read_ends)
         if repeats.any():  # a message's further lines under the same header: the message's lines
             header &= ~repeats
@@ -242,6 +243,30 @@ def _mark(data: bytes, lines: Lines, fmt: TextFormat, reads: list[tuple[int, int
     blocks = _blocks(body, header, header_fields.get("msg"), kinds)
     return _Marked(body, prefix_fields, streams, prefixed, header_fields, header, kinds, lines.ends - lines.starts,
                    lessons, blocks)
+
+
+def _drop_contradicted_ranks(fields: dict[str, pa.Array], prefix_fields: dict[str, pa.Array],
+                             read_ends: np.ndarray | None) -> None:
+    """A layout's rank field that one file shows beside two local ranks of its launcher's prefixes
+    (``[default0]:``, ``[default1]:`` … all saying ``[RANK 0]``) names no process: one process has
+    one local rank, so the value is something else (a library's own index that never left 0) and is
+    dropped there; the message keeps the text."""
+    rank, local = fields.get("rank"), prefix_fields.get("local_rank")
+    if rank is None or local is None:
+        return
+    ranks = np.asarray(pc.fill_null(pc.cast(rank, pa.int64(), safe=False), -1))
+    locals_ = np.asarray(pc.fill_null(pc.cast(local, pa.int64(), safe=False), -1))
+    reads = np.zeros(len(ranks), dtype=np.int64) if read_ends is None else read_ends.astype(np.int64)
+    both = (ranks >= 0) & (locals_ >= 0)
+    if not both.any():
+        return
+    pairs = np.unique(np.stack([reads[both], ranks[both], locals_[both]], axis=1), axis=0)
+    keys, counts = np.unique(pairs[:, :2], axis=0, return_counts=True)
+    bad = keys[counts > 1]
+    if not len(bad):
+        return
+    wrong = (ranks >= 0) & (np.isin(reads * (1 << 32) + ranks, bad[:, 0] * (1 << 32) + bad[:, 1]))
+    fields["rank"] = pc.if_else(pa.array(wrong), pa.scalar(None, rank.type), rank)
 
 
 def _repeated_headers(body: pa.Array, header: np.ndarray, fields: dict[str, pa.Array],
@@ -548,25 +573,43 @@ def _classify(body: pa.Array, header: np.ndarray, level: pa.Array | None, marker
 
 def _mark_leads(kinds: np.ndarray, streams: np.ndarray | None, read_ends: np.ndarray | None) -> None:
     """Plain lines whose stream's next line (in the same read) starts a traceback become
-    :attr:`Kind.LEAD`: a message logged with its exc_info, not an exception message going on."""
+    :attr:`Kind.LEAD`: a message logged with its exc_info, not an exception message going on. (Not a
+    line right after an indented one or a traceback's: it may be the exception line that ends one,
+    and a restarted worker's next traceback follows it.)"""
     candidates = np.flatnonzero(np.isin(kinds, (Kind.OTHER, Kind.KEYVALUE)))
     if not len(candidates) or not (kinds == Kind.TRACEBACK).any():
         return
     n = len(kinds)
-    if streams is None:
-        following = candidates + 1
-    else:  # the next line of the same stream
-        order = np.argsort(streams, kind="stable")
-        position = np.empty(n, dtype=np.int64)
-        position[order] = np.arange(n)
-        after = position[candidates] + 1
-        inside = after < n
-        following = np.full(len(candidates), n, dtype=np.int64)
-        following[inside] = np.where(streams[order[after[inside]]] == streams[candidates[inside]], order[after[inside]], n)
     ends = np.full(n, n, dtype=np.int64) if read_ends is None else read_ends
-    ok = following < ends[candidates]
-    leads = candidates[ok][kinds[following[ok]] == Kind.TRACEBACK]
-    kinds[leads] = Kind.LEAD
+    following, preceding = _stream_neighbours(candidates, streams, n)
+    ok = (following < n) & (preceding >= 0)
+    ok[ok] = ends[following[ok]] == ends[candidates[ok]]
+    ok[ok] = kinds[following[ok]] == Kind.TRACEBACK
+    before = np.full(len(candidates), False)
+    has_before = preceding >= 0
+    before[has_before] = (ends[preceding[has_before]] == ends[candidates[has_before]]) & np.isin(
+        kinds[preceding[has_before]], (Kind.INDENT, Kind.TRACEBACK, Kind.CONNECTOR))
+    first = (following < n) & ~has_before  # a read's or stream's first line
+    first[first] = (ends[following[first]] == ends[candidates[first]]) & (kinds[following[first]] == Kind.TRACEBACK)
+    kinds[candidates[(ok & ~before) | first]] = Kind.LEAD
+
+
+def _stream_neighbours(rows: np.ndarray, streams: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The next and the previous line of each of `rows` in its own stream (n / -1: none)."""
+    if streams is None:
+        return rows + 1, rows - 1
+    order = np.argsort(streams, kind="stable")
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    out = []
+    for step, missing in ((1, n), (-1, -1)):
+        at = position[rows] + step
+        inside = (at >= 0) & (at < n)
+        neighbour = np.full(len(rows), missing, dtype=np.int64)
+        other = order[at[inside]]
+        neighbour[inside] = np.where(streams[other] == streams[rows[inside]], other, missing)
+        out.append(neighbour)
+    return out[0], out[1]
 
 
 def _blocks(body: pa.Array, header: np.ndarray, header_msg: pa.Array | None, kinds: np.ndarray) -> np.ndarray:
