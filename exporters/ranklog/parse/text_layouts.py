@@ -36,6 +36,7 @@ from .dating import TIME_GROUPS, date_partial_times, ns_or_nat, read_times
 from .groups import extract_groups
 from .inference import Lesson, learn, relearn, waits
 from .inference.prefixes import ANY_LAUNCHER_PREFIX, LAUNCHER_PREFIXES
+from .inference.vocabulary import LEVEL_WORD_SET
 from .inferred_time import STATE_KEY as TS_STATE_KEY
 from .inferred_time import mark
 from .joined import Finish, Read, finished, join_reads, max_line_bytes, unchanged
@@ -66,6 +67,7 @@ _CONNECTORS = (
 _RAY_TASK_REPR = r"^ray::[\w.:\-]+\(\) \(pid=\d+"
 _MARKER = r"^:(?P<_marker>actor_name|task_name|job_id):(?P<_name>\S.*)$"
 MAX_WAIT_BYTES = 1 << 20  # a read this long never waits for more lines (nor holds a line cut for its length)
+_LEVEL_SET = pa.array(sorted(LEVEL_WORD_SET), pa.string())  # the words a learned layout's level letters may spell
 _ROW_FIELDS = frozenset(FIELDS) - {"source", "source_id", "offset", "format", "attrs"}
 # rich's and loguru's tracebacks: a boxed "Traceback" head, box-drawn or `> File` frame lines
 _BOXED_TRACEBACK = r"^[╭┏╔].*Traceback"
@@ -433,6 +435,12 @@ def _match_layouts(body: pa.Array, patterns: tuple[str, ...], fmt: TextFormat, t
             found = extract_groups(subset if every else subset.filter(hit), pattern)
         elif not every:
             found = found.filter(hit)
+        if "(?P<level>[A-Z]" in pattern or "(?P<level>[a-z]" in pattern:  # a learned level: its letters
+            words = np.asarray(pc.fill_null(pc.is_in(pc.utf8_upper(found.field("level")), value_set=_LEVEL_SET), False))
+            if not words.all():  # (not a level word: no header of this layout)
+                hit_rows, found = hit_rows[words], found.filter(pa.array(words))
+                if not len(hit_rows):
+                    continue
         for name, column in _layout_columns(found, fmt, tz, read_time_ns).items():
             parts.setdefault(name, []).append((hit_rows, column))
         remaining[hit_rows] = False
