@@ -75,12 +75,16 @@ def test_alertmanager_pages_one_verdict_and_a_second_alert_updates_it(tmp_path, 
 def _run_job_and_check(tmp_path, rules, archive, receivers, am_port, token_file) -> None:
     logs = tmp_path / "torchrun"
     logs.mkdir()
+    # restart_resume: in the second attempt rank 0 fails before it joins the group. With `restart` the
+    # restarted group sometimes never connects on a loaded machine (gloo reads a peer's address left
+    # from attempt 0: "Gloo connectFullMesh failed"), a consequence Alertmanager rightly inhibits, and
+    # no second root cause reaches the incident.
     with running_agent([archive.url], token_file, tmp_path / "agent", presets=["torchrun"],
                        extra_args=["--torchrun-log-dirs", str(logs / "node0"), "--host", "node0",
                                    "--no-suspect-push"]) as agent, \
             running_prometheus(tmp_path / "prom", rules, [f"127.0.0.1:{agent.metrics_port}"],
                                [f"127.0.0.1:{archive.port}"], f"127.0.0.1:{am_port}") as prom, \
-            running_torchrun(logs, JOB, ["--layout", "deepspeed", "--fault", "restart", "--fault-rank",
+            running_torchrun(logs, JOB, ["--layout", "bracketed", "--fault", "restart_resume", "--fault-rank",
                                          str(FAILING_RANK), "--fault-step", "2", "--steps", "4", "--step-seconds", "0.3"],
                              nproc=2, max_restarts=1) as job:
         (page,) = wait_until(receivers.documents, 180, f"a verdict (Prometheus log: {prom.log_path})")

@@ -14,6 +14,10 @@ so torchelastic writes ``error.json``. Faults:
 - ``hang``: the rank blocks forever in its data loader (no error anywhere; an outer timeout ends the run)
 - ``sigkill``: the rank is SIGKILLed (what the kernel OOM killer does: no traceback, exit -9)
 - ``restart``: fails in attempt 0 (``exception``), then a different rank fails in later attempts
+- ``restart_resume``: fails in attempt 0 (``exception``); in later attempts rank 0 cannot load the
+  checkpoint it resumes from, before it joins the process group (torch 2.13's gloo sometimes reads a
+  peer's address left from the previous attempt and a restarted group never connects; a failure
+  before the group does not depend on it)
 - ``noise``: warnings, a retried-then-recovered error, deprecation notices; no failure
 - ``none``: a clean run
 """
@@ -80,6 +84,10 @@ def inject(args: argparse.Namespace, rank: int, step: int) -> None:
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     if step != args.fault_step:
         return
+    if args.fault == "restart_resume":
+        if attempt == 0 and rank == args.fault_rank:
+            raise ValueError(f"sample 1834 has 0 tokens after truncation (shard {step})")
+        return
     if args.fault == "restart":
         # attempt 0: rank R hits a bad sample; later attempts: another rank fails while resuming
         if attempt == 0 and rank == args.fault_rank:
@@ -121,6 +129,9 @@ def main() -> None:
     global log
     args = parse_args()
     log = setup(args.layout)
+    if args.fault == "restart_resume" and int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 \
+            and int(os.environ["RANK"]) == 0:
+        raise RuntimeError(f"resume from checkpoint step {args.fault_step - 1} failed: optimizer state mismatch")
     if not dist.is_initialized():  # accelerate's PartialState may have made the group already
         dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
