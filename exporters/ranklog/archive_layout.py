@@ -31,6 +31,10 @@ _PARTITION = re.compile(r"date=(\d{4}-\d{2}-\d{2})/hour=(\d{2})$")
 # Where query keeps its per-day derived indexes, relative to the archive root.
 INDEX_ROOT = "_ranklog_index"
 INDEX_SUFFIX = ".rlindex"
+# The archive's source → identity map (ranklog.archive.identity_map), read by every reader
+# (ranklog.source_identity.read_map): `<root>/<IDENTITY_DIR>/<archive-id>-<seq><IDENTITY_SUFFIX>`.
+IDENTITY_DIR = f"{INDEX_ROOT}/identity"
+IDENTITY_SUFFIX = ".rlidentity"
 # What indexes were called before (they matched `**/*.parquet`): never read, deleted by the archive.
 LEGACY_INDEX_SUFFIX = ".parquet"
 # Per-hour ownership record of compaction/retention, in the hour's directory (archive.leases). Its

@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "exporters" / "ranklog"
 FLOOR = frozenset({
     "ranklog.record", "ranklog.errors", "ranklog.units", "ranklog.archive_layout", "ranklog.file_identity",
     "ranklog.conform", "ranklog.text_index", "ranklog.signatures", "ranklog.config_loader", "ranklog.object_store",
-    "ranklog.alert_notifications", "ranklog.step_durations",
+    "ranklog.alert_notifications", "ranklog.step_durations", "ranklog.source_identity",
 })
 # (importer package, imported package): never allowed.
 FORBIDDEN = (
