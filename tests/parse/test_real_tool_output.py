@@ -59,7 +59,9 @@ def test_pytorch_rank_prefix_in_a_rank_file_is_the_global_rank_and_the_traceback
     assert crashes, "no traceback record in the ranks' stderr files"
     for row in crashes:
         local_rank = int(row["source"].split("/")[-2])
-        assert (row["level"], row["role"], row["local_rank"]) == ("ERROR", None, local_rank), row["source"]
+        assert (row["level"], row["local_rank"]) == ("ERROR", local_rank), row["source"]
+        # torchrun's role, where the launcher's console tees this process's lines (the same pid)
+        assert row["role"] in (None, "default"), row["role"]
         assert row["rank"] is not None and row["exc"].startswith("Traceback (most recent call last):")
         assert re.match(r"[\w.]+(Error|Exception): ", row["msg"]), row["msg"][:200]
     assert all(r["role"] != "rank" for r in table.select(["role"]).to_pylist())

@@ -35,12 +35,20 @@ from collections.abc import Sequence
 
 from .contract import Detected, ParseResult, SourceContext
 from .detection import detect
+from .identity_stage import with_source_identity
 from .registry import parser_for, parsers
 
 
 def parse(data: bytes, base_offset: int, ctx: SourceContext, *, final: bool, read_time_ns: int) -> ParseResult:
-    """Parse the complete records in `data` (bytes of `ctx.source` from `base_offset`)."""
-    return parser_for(ctx.format)(bytes(data), base_offset, ctx, final=final, read_time_ns=read_time_ns)
+    """Parse the complete records in `data` (bytes of `ctx.source` from `base_offset`); the source's
+    identity goes on every record (:mod:`.identity_stage`)."""
+    return _identified(parser_for(ctx.format)(bytes(data), base_offset, ctx, final=final, read_time_ns=read_time_ns),
+                       ctx)
+
+
+def _identified(result: ParseResult, ctx: SourceContext) -> ParseResult:
+    batch = with_source_identity(result.batch, ctx)
+    return result if batch is result.batch else ParseResult(batch, result.consumed, result.errors)
 
 
 def parse_many(items: Sequence[tuple[bytes, int, SourceContext, bool]], *, read_time_ns: int) -> list[ParseResult]:
@@ -59,7 +67,7 @@ def parse_many(items: Sequence[tuple[bytes, int, SourceContext, bool]], *, read_
         if len(members) > 1:
             for i, result in zip(members, joint[fmt]([items[i] for i in members], read_time_ns=read_time_ns),
                                  strict=True):
-                results[i] = result
+                results[i] = _identified(result, items[i][2])
     return [result if result is not None else parse(data, base, ctx, final=final, read_time_ns=read_time_ns)
             for result, (data, base, ctx, final) in zip(results, items, strict=True)]
 

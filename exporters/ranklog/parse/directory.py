@@ -10,6 +10,13 @@ wrong. ``source_id`` is the agent's identity (:func:`ranklog.file_identity.make_
 device, inode, head checksum), so records read here and records shipped by an agent from the same
 file carry the same key. Unreadable files are skipped with a warning; an unreadable directory is a
 :class:`~ranklog.errors.UserError`.
+
+Identity: every file is parsed first, then the rules of :mod:`ranklog.source_identity` lend rank,
+role, pid and node across the files (a Ray worker's ``.out`` takes the rank its ``.err`` names, a
+torchrun rank file the global rank its launcher's console pairs with its local rank), so a record
+comes out with everything the folder says about its writer, as an archive answers for the same
+files. The parsed batches are held until then, up to :data:`HOLD_BYTES`; a larger folder is parsed
+twice (the first pass keeps only the identities), so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ import pyarrow as pa
 from ranklog.errors import UserError
 from ranklog.file_identity import identify, make_source_id
 from ranklog.record import arrow_schema
+from ranklog.source_identity import fill, groups_of, lent_table, merge_observations, observe, resolve
 
 from . import parse, zones
 from .contract import Detected, SourceContext
 from .detection import detect
 
 CHUNK_BYTES = 8 * 1024 * 1024
+HOLD_BYTES = 1024 * 1024 * 1024  # parsed batches held for the identity join (beyond: parsed twice)
 Progress = Callable[[int, int], None]
 _log = logging.getLogger(__name__)
 
@@ -48,6 +57,9 @@ def iter_log_dir(path: str, *, progress: Progress | None = None, timezone: str |
     total = sum(size for _, _, size in files)
     finished = 0  # bytes of the files already read
     read_time_ns = time.time_ns()
+    held: list[pa.RecordBatch] | None = []
+    held_bytes = 0
+    observations = []
     for file_path, detected, size in files:
         done = finished
         for batch, nbytes in _parse_file(file_path, detected, read_time_ns, options):
@@ -55,10 +67,21 @@ def iter_log_dir(path: str, *, progress: Progress | None = None, timezone: str |
             if progress is not None:
                 progress(min(done, total), total)
             if batch.num_rows:
-                yield batch
+                observations.append(observe(batch))
+                if held is not None:
+                    held.append(batch)
+                    held_bytes += batch.nbytes
+                    if held_bytes > HOLD_BYTES:
+                        held = None
         finished += size
     if progress is not None:
         progress(total, total)
+    lent = lent_table(resolve(groups_of(merge_observations(observations))))
+    if held is None:
+        held = (batch for file_path, detected, _ in files
+                for batch, _ in _parse_file(file_path, detected, read_time_ns) if batch.num_rows)
+    for batch in held:
+        yield fill(batch, lent)
 
 
 def read_log_dir(path: str, timezone: str | None = None) -> pa.Table:
