@@ -42,6 +42,7 @@ import pyarrow as pa
 from ..conform import SchemaMismatch
 from ..conform import conform as conform_table
 from ..record import REQUIRED, SPANS_METADATA_KEY, normalize_row, records_table
+from ..source_identity import NOTICES_METADATA_KEY
 from . import ipc_sizes
 from .ingest_budget import ARROW_FACTOR, UNLIMITED, Charge
 from .ingest_error import IngestError, bad
@@ -158,13 +159,15 @@ def decode(body: bytes, content_type: int, encoding: int, received_ns: int, limi
     data = decompress(body, encoding, limit, charge)
     if content_type == CONTENT_TYPES[ARROW_STREAM]:
         table = read_arrow_stream(data, charge)
-        spans = (table.schema.metadata or {}).get(SPANS_METADATA_KEY)
+        # carried to dedup (ranklog.archive.dedup.pop_spans) and to the identity map (.identity_map)
+        carried = {key: value for key, value in (table.schema.metadata or {}).items()
+                   if key in (SPANS_METADATA_KEY, NOTICES_METADATA_KEY)}
         charge.add((ARROW_FACTOR - 1) * table.nbytes, "Arrow body")  # the repaired and conformed copies
         repaired = repair_arrow(table, received_ns)
         _, count = pop_repaired(repaired)
         out = with_repaired(conform(repaired), count)
-        if spans:  # carried to dedup (ranklog.archive.dedup.pop_spans)
-            out = out.replace_schema_metadata({**(out.schema.metadata or {}), SPANS_METADATA_KEY: spans})
+        if carried:
+            out = out.replace_schema_metadata({**(out.schema.metadata or {}), **carried})
         return out
     return decode_ndjson(data, received_ns, charge)
 

@@ -19,6 +19,10 @@ carry the identity, so replay rebuilds the same namespaced keys.
 
 Start: journals are rolled forward, then the snapshot is loaded and the WAL replayed: entries
 after the snapshot go through dedup; those after the flushed sequence are pending again.
+
+Who wrote the records: a flush whose records bring observations the source → identity map lacks adds a
+map file to its own journal transaction (:mod:`.identity_map`): the map and the data it describes
+become visible together.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from . import journal, wal_damage
 from .archive_config import ArchiveConfig
 from .auth import SHARED, Caller, foreign_hosts
 from .dedup import DedupIndex, pop_spans
+from .identity_map import IdentityMap, pop_notices, without_notices
 from .ingest import IngestError
 from .ingest_budget import UNLIMITED, Charge
 from .ingest_values import pop_repaired
@@ -90,6 +95,20 @@ def refuse_foreign_hosts(table: pa.Table, caller: Caller) -> None:
         raise HostNotAllowed(caller, hosts, records)
 
 
+def _notices(table: pa.Table, caller: Caller) -> tuple[pa.Table, list]:
+    """An agent's identity notices (:mod:`.identity_map`): 400 when malformed, 403 when they name a host
+    the caller's token may not write."""
+    try:
+        table, notices = pop_notices(table)
+    except ValueError as exc:
+        raise IngestError(400, "bad_body", str(exc)) from None
+    if notices and caller.identity is not None:
+        hosts = foreign_hosts(sorted({n.host for n in notices if n.host}), caller)
+        if hosts:
+            raise HostNotAllowed(caller, hosts, 0)
+    return table, notices
+
+
 class Pipeline:
     def __init__(self, config: ArchiveConfig, storage: Storage, state_dir: str, metrics) -> None:
         self.config = config
@@ -99,6 +118,7 @@ class Pipeline:
         os.makedirs(state_dir, exist_ok=True)
         self.wal = Wal(os.path.join(state_dir, "wal"), config.wal_segment_size)
         self.dedup = DedupIndex()
+        self.identity_map = IdentityMap(storage)
         self._lock = threading.Lock()
         self._pending = _Pending()
         self._flushing_bytes = 0
@@ -120,6 +140,7 @@ class Pipeline:
     def recover(self) -> None:
         flush_record = journal.recover(self.storage, self.state_dir)
         self.flushed_seq = int((flush_record or {}).get("wal_seq", 0))
+        self.identity_map.load()
         snapshot_path = os.path.join(self.state_dir, SNAPSHOT)
         if os.path.exists(snapshot_path):
             with ipc.open_file(snapshot_path) as reader:
@@ -132,6 +153,7 @@ class Pipeline:
                 continue
             table, _ = pop_repaired(decode(entry.body, entry.content_type, entry.encoding, entry.received_ns,
                                            self.config.max_decoded_size))
+            table = without_notices(table)  # saved when they came
             table, spans = pop_spans(table)
             keep = self.dedup.apply(table, entry.received_ns / 1e9, spans, entry.identity)
             if entry.seq > self.flushed_seq:
@@ -187,6 +209,9 @@ class Pipeline:
         charge.give_back(charge.held - before)
         charge.add(table.nbytes, "decoded records")
         refuse_foreign_hosts(table, caller)
+        table, notices = _notices(table, caller)
+        if notices:
+            self.identity_map.record(notices)
         table, spans = pop_spans(table)
         try:
             accepted, target = self._commit(table, spans, body, content_type, encoding, received_ns, caller.identity)
@@ -324,7 +349,11 @@ class Pipeline:
             temp = temp_name(final)
             write_parquet(self.storage, rows, temp, FLUSH_ZSTD_LEVEL)
             files.append((temp, final))
+        mapped = self.identity_map.prepare(table)
+        if mapped is not None:
+            files.append(mapped[:2])
         record = journal.write(os.path.join(self.state_dir, journal.FLUSH_JOURNAL), files, wal_seq=seq_hi)
+        self.identity_map.committed(mapped)
         # Committed: these rows are flushed whatever happens next. Making the files visible may still
         # fail (object store gone between PUT and copy); it is retried before the next flush, never
         # by writing the rows again (that would store them twice).
@@ -337,6 +366,10 @@ class Pipeline:
             log.error("flush committed but its files are not all visible yet (%s); retried before the next flush",
                       str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         self.metrics.archive_flush_seconds.observe(time.perf_counter() - started)
+        try:
+            self.identity_map.consolidate(int((time.time() - self.config.retention.longest()) * 1e9))
+        except OSError as exc:  # the next flush tries again; readers merge the files meanwhile
+            log.warning("identity map: merging its files failed (%s)", str(exc).splitlines()[0] if str(exc) else exc)
         log.debug("flushed %d row(s) into %d file(s) through WAL seq %d", table.num_rows, len(files), seq_hi)
 
     def _write_snapshot(self, snapshot: pa.Table, seq: int) -> None:
