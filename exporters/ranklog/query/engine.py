@@ -32,6 +32,10 @@ starting over would send rows twice, so it fails saying why. Counts start over t
 
 A raw log directory is parsed with the agent's parsers and filtered with the same expression, so both
 sources give identical answers for the same records. Its time order needs all matches in memory.
+
+Identity: records of an archive pass through the identity join (:mod:`.identity_join`) before the
+filters on the columns it fills, so they carry what is known of their writer now, as the records of
+a raw directory do (:mod:`ranklog.parse.directory` joins the same way over the folder).
 """
 
 from __future__ import annotations
@@ -384,7 +388,13 @@ def scan(source: Any, spec: QuerySpec, columns: Iterable[str] | None = None) -> 
         yield from source.scan(spec, selected)
         return
     if source.kind == "archive":
-        inner = _relisting(lambda: _scan_archive(source, spec, selected), source)
+        from .identity_join import plan
+
+        join = plan(source, spec)
+        if join is None:
+            inner = _relisting(lambda: _scan_archive(source, spec, selected), source)
+        else:
+            inner = join.batches(_relisting(lambda: _scan_archive(source, join.spec, join.columns(selected)), source))
     else:
         inner = _scan_log_dir(source, spec, selected)
     for batch in _limited(inner, spec.limit):
@@ -414,13 +424,19 @@ def count(source: Any, spec: QuerySpec) -> int:
     unlimited = dataclasses.replace(spec, order=(), limit=None)
     if source.kind == "remote":
         total = source.count(unlimited)
-    elif source.kind == "archive" and not spec.attrs and not is_text_search(spec):
+    elif source.kind == "archive" and not spec.attrs and not is_text_search(spec) and not _joined_count(source, spec):
         total = sum(_relisting(lambda: _count_archive(source, spec, unlimited), source))
     else:
         # A search already holds the text columns after its first phase: counting them reads nothing more.
         counted = ["msg"] if is_text_search(spec) else ["ts"]
         total = sum(batch.num_rows for batch in scan(source, unlimited, counted))
     return total if spec.limit is None else min(total, spec.limit)
+
+
+def _joined_count(source: ArchiveSource, spec: QuerySpec) -> bool:
+    from .identity_join import changes_counts
+
+    return changes_counts(source, spec)
 
 
 def _count_archive(source: ArchiveSource, spec: QuerySpec, unlimited: QuerySpec) -> Iterator[int]:

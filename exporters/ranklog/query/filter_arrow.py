@@ -42,6 +42,9 @@ DERIVED_COLUMNS = {"service_name": "job", "detected_level": "level"}
 MAX_LABEL_MATCHERS = 256
 LINE_FILTER_OPS = ("|=", "!=", "|~", "!~")
 _INT_COLUMNS = {"rank": 31, "local_rank": 31, "pid": 31, "step": 63}  # integer columns matched by their decimal text
+# The columns the identity join may fill after a record was stored (ranklog.source_identity.LENT):
+# filters on them are applied to the joined records (ranklog.query.identity_join).
+IDENTITY_COLUMNS = ("rank", "local_rank", "role", "pid", "host")
 
 
 def _isin_or_glob(name: str, values: tuple[str, ...]) -> ds.Expression:
@@ -66,7 +69,9 @@ def _or(parts: list) -> ds.Expression:
     return out
 
 
-def build_expression(spec: QuerySpec) -> ds.Expression | None:
+def build_expression(spec: QuerySpec, identity_sources: tuple[str, ...] = ()) -> ds.Expression | None:
+    """The spec's filter. With `identity_sources` (:mod:`.identity_join`), the records of those
+    sources pass the filters on identity columns whatever they hold: the join decides afterwards."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
@@ -81,16 +86,12 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
         parts.append(ds.field("ts") < pa.scalar(ns_to_ts(spec.end_ns, ceil=True), TS_TYPE))
     if spec.levels:
         parts.append(ds.field("level").isin(pa.array(list(spec.levels), pa.string())))
-    for name, values in (("host", spec.hosts), ("logger", spec.loggers), ("job", spec.jobs)):
+    for name, values in (("logger", spec.loggers), ("job", spec.jobs)):
         if values:
             parts.append(_isin_or_glob(name, values))
     for name, values in (("ip", spec.ips), ("trace_id", spec.trace_ids)):
         if values:
             parts.append(ds.field(name).isin(pa.array(list(values), pa.string())))
-    if spec.pids:
-        parts.append(ds.field("pid").isin(pa.array(list(spec.pids), pa.int32())))
-    if spec.ranks:
-        parts.append(ds.field("rank").isin(pa.array(list(spec.ranks), pa.int32())))
     if spec.step_min is not None:
         parts.append(ds.field("step") >= pa.scalar(spec.step_min, pa.int64()))
     if spec.step_max is not None:
@@ -98,7 +99,8 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
     text = text_condition(spec, ds.field("msg"), ds.field("exc"))
     if text is not None:
         parts.append(text)
-    parts += [matcher_expression(name, op, value) for name, op, value in spec.label_matchers]
+    parts += [matcher_expression(name, op, value) for name, op, value in spec.label_matchers
+              if name not in IDENTITY_COLUMNS]
     if not spec.annotations and not any(name == "format" for name, _, _ in spec.label_matchers):
         # triage's verdict records are not logs (they would count as the errors they describe)
         parts.append(ds.field("format") != pa.scalar(ANNOTATION_FORMAT, pa.string()))
@@ -107,6 +109,28 @@ def build_expression(spec: QuerySpec) -> ds.Expression | None:
         key, _ = parse_attr(item)
         top = key.split(".")[0]
         parts.append(pc.match_substring(ds.field("attrs"), json.dumps(top)))
+    identity = identity_expression(spec)
+    if identity is not None:
+        if identity_sources:
+            identity = identity | ds.field("source_id").isin(pa.array(list(identity_sources), pa.string()))
+        parts.append(identity)
+    return and_all(parts)
+
+
+def identity_expression(spec: QuerySpec) -> ds.Expression | None:
+    """The spec's filters on :data:`IDENTITY_COLUMNS` (host, pid, rank, and label matchers on them)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    parts: list[ds.Expression] = []
+    if spec.hosts:
+        parts.append(_isin_or_glob("host", spec.hosts))
+    if spec.pids:
+        parts.append(ds.field("pid").isin(pa.array(list(spec.pids), pa.int32())))
+    if spec.ranks:
+        parts.append(ds.field("rank").isin(pa.array(list(spec.ranks), pa.int32())))
+    parts += [matcher_expression(name, op, value) for name, op, value in spec.label_matchers
+              if name in IDENTITY_COLUMNS]
     return and_all(parts)
 
 
