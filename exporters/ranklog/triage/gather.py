@@ -11,16 +11,21 @@ Triage never materialises the whole job in Python. Two scans do the work:
   make triage of a 10 M-record archive several times slower, and a failure logged at INFO by a
   logger (not printed, not raised) is rare; what matters (tracebacks, OOMs, NCCL lines) comes
   with ERROR, an exception, or no level at all.
-- *summary*: per (job, host, rank, local_rank): record count, first/last time, highest step, lowest
-  and highest pid, role; jobs, hosts and ranks all come from this one aggregate. The last lines of
-  a rank are fetched afterwards, only for the rank the verdict names (a time-pruned query).
+- *summary*: per (job, host, rank, local_rank, pid): record count, first/last time, highest step,
+  role; jobs, hosts and ranks all come from this one aggregate. When some records lack their rank
+  or host, a second aggregate per identity key (:data:`ranklog.source_identity.KEY`: source, host,
+  pid, local rank, rank, role) gives the observations the identity rules run on
+  (:mod:`ranklog.source_identity`, with the evidence only a record's text gives, :mod:`.identity`,
+  and a local archive's identity map); what they lend is joined into the records' view, and the
+  summary is taken again over it (its step buckets need the lent ranks). The last lines of a
+  rank are fetched afterwards, only for the rank the verdict names (a time-pruned query).
 
 The same SQL runs over a Parquet archive on this machine (only the hour partitions of the time
 range are listed, only the needed columns are read), over a log directory parsed on the fly, over
 any Arrow table, and over what a remote archive returns.
 
 Jobs. ``--job X`` judges the records of job X only: a record without a job id is taken in only when
-its process (host and pid) names X on other records (:mod:`.identity` lends the job), never because
+its process (host and pid) names X on other records (:func:`_jobs_by_pid` lends the job), never because
 it has no job. Without ``--job`` every job of the range is judged on its own (:func:`gather` returns
 one :class:`TriageInput` per job): its own records, plus the job-less ones (plain-text layouts:
 torchrun's console, Ray's files, ``print`` output) that fall within its time span (a minute either
@@ -38,15 +43,26 @@ from typing import TYPE_CHECKING, Any
 
 from ..parse.steps import TEXT_STEP
 from ..record import ANNOTATION_FORMAT, ns_to_ts
+from ..source_identity import Group as Observation
+from ..source_identity import (
+    Lent,
+    fill_sql,
+    groups_of,
+    known_host,
+    lent_table,
+    map_files,
+    read_map,
+    resolve,
+    role_family,
+)
 from .flight_recorder import LOGGER as FR_LOGGER
-from .identity import worker_pids
+from .identity import evidence, worker_pids
 
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
     from .flight_recorder import Stuck
-    from .identity import Identity
     from .progress import Progress
 
 INCIDENTS_PER_RANK = 100
@@ -143,9 +159,10 @@ class TriageData:
         self.con = connection
         self.label = label
         self._selected = False
-        self._joined = False
         self.progress: Progress | None = None  # the step buckets of the last summary scan
         self._own: list[str] | None = None
+        # what an archive's identity map adds to the records' own observations (its agents' notices)
+        self.mapped: list[Observation] = []
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -184,25 +201,15 @@ class TriageData:
                 and getattr(source, "runner", None) is None:
             files = source.list_files(start_ns, end_ns)
             writers = {f.archive_id for f in files}
-            return cls.from_parquet([f.path for f in files], source.describe(), dedup=len(writers) > 1)
+            data = cls.from_parquet([f.path for f in files], source.describe(), dedup=len(writers) > 1)
+            mapped = read_map(source.filesystem, map_files(source.filesystem, source.root))
+            data.mapped = groups_of(mapped) if mapped is not None else []
+            return data
         from ..query.engine import read
         from ..query.filters import QuerySpec
 
         spec = QuerySpec(start_ns=start_ns, end_ns=end_ns, order=())
         return cls.from_table(read(source, spec, columns=list(COLUMNS)), source.describe())
-
-    def join_torchrun_ranks(self) -> bool:
-        """Give records that know only their local rank their global rank (:mod:`.torchrun_ranks`);
-        ``all_records`` becomes the joined view. False when nothing could be mapped."""
-        from .torchrun_ranks import joined_sql, rank_map, register
-
-        mapping = rank_map(self.con, "all_records")
-        if not mapping:
-            return False
-        register(self.con, mapping)
-        self.con.execute("ALTER VIEW all_records RENAME TO torchrun_read_records")
-        self.con.execute(f"CREATE VIEW all_records AS {joined_sql('torchrun_read_records')}")
-        return True
 
     # -- selection ----------------------------------------------------------------------------------
     def select(self, selection: Selection | None = None, start_ns: int | None = None, end_ns: int | None = None,
@@ -269,16 +276,38 @@ class TriageData:
         self.progress = Progress(table, width, keys)
         return [Group(*row[:8], () if row[8] is None else (row[8],), row[9]) for row in rows]
 
-    def join_identity(self, identity: Identity) -> None:
-        """Lend rank, role and host across files (:mod:`.identity`): ``all_records`` becomes the
-        joined view over the records as read."""
-        from .identity import joined_view_sql, register
+    def observations(self, start_ns: int | None = None, end_ns: int | None = None) -> list[Summary]:
+        """One aggregate scan: per identity key and job, the records' count, first/last time and
+        highest step (see the module docstring)."""
+        filters = self._filters(start_ns, end_ns)
+        sql = f"""
+            SELECT source_id, host, pid, local_rank, rank, role, any_value(source), any_value(format), job,
+                   min(epoch_ns(ts)), max(epoch_ns(ts)), count(*), max(step)
+            FROM all_records {("WHERE " + " AND ".join(filters)) if filters else ""}
+            GROUP BY source_id, host, pid, local_rank, rank, role, job
+        """
+        return [Summary(Observation(*row[:12]), row[12]) for row in self.con.execute(sql).fetchall()]
 
-        register(self.con, identity)
-        if not self._joined:
-            self.con.execute("ALTER VIEW all_records RENAME TO read_records")
-            self._joined = True
-        self.con.execute(f"CREATE OR REPLACE VIEW all_records AS {joined_view_sql('read_records')}")
+    def join_identity(self, lent: dict[tuple, Lent]) -> None:
+        """Lend rank, role, pid and host across sources (:mod:`ranklog.source_identity`):
+        ``all_records`` becomes the joined view over the records as read."""
+        self.con.register("identity_lent", lent_table(lent).table)
+        self.con.execute("ALTER VIEW all_records RENAME TO read_records")
+        self.con.execute(f"CREATE VIEW all_records AS {fill_sql('read_records', 'identity_lent')}")
+
+    def join_jobs(self, jobs: dict[tuple[str, int], str]) -> None:
+        """Lend each (host, pid) its one job (:func:`_jobs_by_pid`): ``all_records`` becomes the
+        joined view over the records (identities lent first)."""
+        import pyarrow as pa
+
+        keys = sorted(jobs)
+        self.con.register("identity_job", pa.table({
+            "host": pa.array([k[0] for k in keys], pa.string()), "pid": pa.array([k[1] for k in keys], pa.int32()),
+            "job": pa.array([jobs[k] for k in keys], pa.string())}))
+        self.con.execute("ALTER VIEW all_records RENAME TO job_less_records")
+        self.con.execute("CREATE VIEW all_records AS SELECT r.* REPLACE (coalesce(r.job, j.job) AS job) "
+                         "FROM job_less_records r LEFT JOIN identity_job j ON r.job IS NULL AND r.host = j.host "
+                         "AND r.pid = j.pid")
 
     def incidents(self) -> list[Line]:
         """Warning-or-worse and failure-looking records (see the module docstring), capped per rank.
@@ -412,13 +441,21 @@ def gather(data: TriageData, job: str | None = None, start_ns: int | None = None
     started = time.perf_counter()
     groups = data.summary(start_ns, end_ns)
     timings = {"scan: ranks and jobs": time.perf_counter() - started}
-    if len({g.host for g in groups}) > 1 and any(g.rank is None and g.local_rank is not None for g in groups):
-        mark = time.perf_counter()
-        if data.join_torchrun_ranks():
-            groups = data.summary(start_ns, end_ns)
-        timings["torchrun ranks"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    groups = _join_identity(data, groups, start_ns, end_ns)
+    lent: dict[tuple, Lent] = {}
+    if any(g.rank is None or not known_host(g.host) for g in groups):
+        # some records lack who wrote them: the observations per source, and what the rules lend
+        observed = data.observations(start_ns, end_ns)
+        found = [item.observation for item in observed]
+        lent = resolve([*found, *data.mapped], evidence(data.con, "all_records", found))
+        if lent:
+            data.join_identity(lent)
+            groups = _summary(observed, lent)
+    jobs_lent = _jobs_by_pid(groups)
+    if jobs_lent:
+        data.join_jobs(jobs_lent)
+    if lent or jobs_lent:  # the per-rank statistics and step buckets of the joined records
+        groups = data.summary(start_ns, end_ns)
     workers = worker_pids(data.con, "all_records")
     timings["identity join"] = time.perf_counter() - mark
     jobs = _jobs(groups)
@@ -510,8 +547,16 @@ def _job_notes(selections: list[Selection], job_names: list[str]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Summary:
+    """One row of :meth:`TriageData.observations`: an observation and its records' highest step."""
+
+    observation: Observation
+    last_step: int | None
+
+
+@dataclass(frozen=True)
 class Group:
-    """One row of :meth:`TriageData.summary`."""
+    """The records of one (job, host, rank, local rank, pid), identities lent."""
 
     job: str | None
     host: str
@@ -525,22 +570,46 @@ class Group:
     role: str | None
 
 
-def _join_identity(data: TriageData, groups: list[Group], start_ns: int | None, end_ns: int | None) -> list[Group]:
-    """Lend ranks, roles and hosts across files until nothing more is gained (twice at most: hosts
-    found from a folder's raylet then reach the same pid's lines in other files)."""
-    from .identity import Identity, PidGroup, build_identity
+def _summary(observed: list[Summary], lent: dict[tuple, Lent]) -> list[Group]:
+    """The observations with what was lent, regrouped by (job, host, rank, local rank, pid)."""
+    merged: dict[tuple, list] = {}
+    for item in observed:
+        o = item.observation
+        gained = lent.get(o.key, Lent())
+        host = gained.host or o.host
+        rank = o.rank if gained.rank is None else gained.rank
+        local_rank = o.local_rank if gained.local_rank is None else gained.local_rank
+        pid = o.pid if gained.pid is None else gained.pid
+        role = gained.role or o.role
+        key = (o.job, host, rank, local_rank, pid)
+        entry = merged.get(key)
+        if entry is None:
+            merged[key] = [o.records, o.first_ns, o.last_ns, item.last_step, {role}]
+            continue
+        entry[0] += o.records
+        entry[1] = min(entry[1], o.first_ns)
+        entry[2] = max(entry[2], o.last_ns)
+        entry[3] = max((step for step in (entry[3], item.last_step) if step is not None), default=None)
+        entry[4].add(role)
+    return [Group(job, host, rank, local_rank, records, first, last, step, () if pid is None else (pid,),
+                  role_family(roles) or max((r for r in roles if r), key=len, default=None))
+            for (job, host, rank, local_rank, pid), (records, first, last, step, roles) in merged.items()]
 
-    lent = Identity()
-    for _ in range(2):
-        found = build_identity(data.con, "all_records", [PidGroup(g.host, g.rank, g.pids[0] if g.pids else None,
-                                                                  g.role, g.job) for g in groups])
-        merged = lent.merged(found)
-        if merged == lent:
-            break
-        lent = merged
-        data.join_identity(lent)
-        groups = data.summary(start_ns, end_ns)
-    return groups
+
+def _jobs_by_pid(groups: list[Group]) -> dict[tuple[str, int], str]:
+    """(host, pid) → the one job its records name, for the pids that also have job-less records (a
+    worker's ``print`` lines beside its logger's): ``--job`` and each job's verdict keep them."""
+    named: dict[tuple[str, int], set[str]] = {}
+    lacking: set[tuple[str, int]] = set()
+    for g in groups:
+        if not g.pids or not known_host(g.host):
+            continue
+        key = (g.host, g.pids[0])
+        if g.job is None:
+            lacking.add(key)
+        else:
+            named.setdefault(key, set()).add(g.job)
+    return {key: next(iter(found)) for key, found in named.items() if len(found) == 1 and key in lacking}
 
 
 def _jobs(groups: list[Group]) -> list[tuple[str, int]]:
