@@ -136,6 +136,7 @@ class ParsePool:
         self._held: dict[int, deque[bytes]] = {}
         self._unsent: dict[int, tuple[list[bytes], bool]] = {}  # reads waiting for room in their worker
         self._posted: dict[int, int] = {}  # pieces of a file in its worker
+        self._fields: dict[int, dict] = {}  # the layout defaults each file's worker holds
         metrics.agent_parse_workers.set(workers)
 
     # --- processes ---------------------------------------------------------------------------------
@@ -315,6 +316,9 @@ class ParsePool:
                              "options": dict(ctx.options)}
             header["parse_offset"] = tf.parse_offset
             worker.known.add(tf.uid)
+            self._fields[tf.uid] = dict(tf.ctx.fields)
+        elif self._fields.get(tf.uid) != tf.ctx.fields:  # the node's identity join lent it more (.node_identity)
+            header["fields"] = self._fields[tf.uid] = dict(tf.ctx.fields)
         slot = worker.arena.put(data) if worker.arena is not None else None
         if slot is not None:
             header["slot"], header["size"] = slot, len(data)
@@ -332,6 +336,7 @@ class ParsePool:
         self._held.pop(tf.uid, None)
         self._unsent.pop(tf.uid, None)
         self._posted.pop(tf.uid, None)
+        self._fields.pop(tf.uid, None)
         if index is not None:
             self._leave(self._workers[index], tf)
 

@@ -19,8 +19,9 @@ records are the ones of a single-process parse, byte for byte.
 
 Frames on stdin/stdout, both ways: ``<II`` (header length, payload length), a pickled header dict,
 the payload (raw file bytes in; the batch's IPC message out). Requests:
-``{"op": "parse", "file", "offset", "final", "path", "mtime_ns", "read_time_ns"[, "ctx", "parse_offset"][, "slot", "size"]}``
-(``ctx`` the first time a file comes to this process; ``slot``: the raw bytes are in that slot of the
+``{"op": "parse", "file", "offset", "final", "path", "mtime_ns", "read_time_ns"[, "ctx", "parse_offset"][, "fields"][, "slot", "size"]}``
+(``ctx`` the first time a file comes to this process; ``fields``: the file's layout defaults changed,
+:mod:`.node_identity`; ``slot``: the raw bytes are in that slot of the
 shared :class:`.piece_arena.PieceArena`, not in the payload) and ``{"op": "forget", "file"}``. Answers:
 ``{"file", "start", "consumed", "errors", "state", "rows", "summary", "busy"[, "slot"]}`` (in the order the
 pieces came; ``busy``: the seconds the piece's parse took — the summary and the encoding overlap the
@@ -193,6 +194,8 @@ def _parse_pieces(inp: BinaryIO, answers: _Answers, parse, pieces: PieceArena | 
         if "ctx" in header:
             files[uid] = _File(parse.SourceContext(**header["ctx"]), header["parse_offset"])
         state = files[uid]
+        if "fields" in header:  # layout defaults the agent's node-wide identity join lent the file
+            state.ctx.fields = header["fields"]
         if state.parse_offset + len(state.carry) != header["offset"]:
             raise RuntimeError(f"file {uid}: bytes from offset {header['offset']} do not follow the "
                                f"{state.parse_offset + len(state.carry)} already held")

@@ -32,6 +32,7 @@ from .file_tracker import FileTracker
 from .io_guard import IoGuard
 from .log_metrics import BatchObserver
 from .metrics_thread import ObserverThread
+from .node_identity import NodeIdentity
 from .parse_pool import Parsed, ParsePool, WorkerDied
 from .presets import all_sources
 from .ship import Shipper
@@ -68,6 +69,7 @@ class Agent:
         self.guard = IoGuard(cfg.stall_timeout, report=self.discovery.unreadable.note,
                              cleared=self.discovery.unreadable.forget)
         self.tracker = FileTracker(cfg, self.metrics, report=self.discovery.unreadable.note, guard=self.guard)
+        self.identity = NodeIdentity()  # what the node's files say of each other's writers
         self._turn = 0
         self._short_read = min(SMALL_READ, cfg.read_chunk)
 
@@ -97,6 +99,10 @@ class Agent:
                     self._update_gauges()
                     next_poll = now + cfg.poll_interval
                 self._drain_events()
+                self.identity.lend(self.tracker.files, now)
+                notices = self.identity.take_notices()
+                if notices:
+                    self.shipper.notify(notices)
                 if self.tracker.urgent or (self.tracker.dirty and now - last_save >= cfg.checkpoint_interval):
                     self._save()
                     last_save = now
@@ -190,6 +196,7 @@ class Agent:
         chunks = []
         for buffer, (tf, _, _), result in zip(buffers, reads, results, strict=True):
             chunk = tf.parsed(buffer, result)
+            self.identity.note(tf)
             if self.pool is not None:
                 self.pool.give_back(tf)
             if result.errors:
@@ -232,6 +239,8 @@ class Agent:
             self._look_now = True
         elif isinstance(event, Parsed):
             tf, chunk, errors = self.pool.take(event)
+            if tf is not None:
+                self.identity.note(tf)
             if errors:
                 self.metrics.agent_parse_errors.labels(format=tf.format).inc(errors)
             if chunk is not None:
@@ -245,8 +254,9 @@ class Agent:
                 self.budget.give_back(chunk.nbytes)
 
     def _forget_released(self) -> None:
-        if self.pool is not None:
-            for tf in self.tracker.released:
+        for tf in self.tracker.released:
+            self.identity.forget(tf)
+            if self.pool is not None:
                 self.pool.forget(tf)
         self.tracker.released.clear()
 

@@ -11,6 +11,9 @@ refusal (400/422) is bisected down to the refused record (see :meth:`Shipper._de
 node's host (:mod:`.answers`). Only a 2xx acknowledges, and only then are its chunks handed back
 (``on_ack``) to advance checkpoints. Each ACK's duplicate count is checked against what this agent
 may have sent before (:mod:`.answers`): the rest are unexpected duplicates, counted and logged.
+Identity notices (what the agent learned of files whose records it shipped, :mod:`.node_identity`)
+go as a request of their own, a body without records whose schema metadata carries them
+(:data:`ranklog.source_identity.NOTICES_METADATA_KEY`), retried like any other.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..record import SPANS_METADATA_KEY
+from ..source_identity import NOTICES_METADATA_KEY, notices_json
 from .answers import duplicates_in, refused_hosts, rehost
 from .chunk import Chunk
 from .endpoints import Endpoints, parse_retry_after
@@ -55,6 +59,7 @@ class Part:
     rehosted: bool = False
     messages: list[bytes] | None = None
     nrows: int = 0
+    notices: bytes | None = None  # identity notices (JSON), in a part without records
     _body: bytes | None = None
 
     @property
@@ -65,6 +70,8 @@ class Part:
         if self._body is None:
             if self.spans:  # lets the archive's exact dedup keep one range per file (record.SPANS_METADATA_KEY)
                 schema = schema.with_metadata({SPANS_METADATA_KEY: json.dumps(self.spans, separators=(",", ":"))})
+            if self.notices:
+                schema = schema.with_metadata({**(schema.metadata or {}), NOTICES_METADATA_KEY: self.notices})
             if self.messages is not None:
                 self._body = assemble(schema, self.messages)
             else:
@@ -116,6 +123,7 @@ class Request:
     nbytes: int = 0
     rows: int = 0
     started: float = field(default_factory=time.monotonic)
+    notices: list = field(default_factory=list)  # identity notices (ranklog.source_identity.Group)
 
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -220,8 +228,12 @@ class Shipper:
                 if early:
                     self._burst_until = 0.0
 
+    def notify(self, notices: list) -> None:
+        """Send identity notices (:mod:`.node_identity`) to the archive, in a request of their own."""
+        self._send(Request(self.endpoints.preferred(notices[0].source_id), notices=list(notices)))
+
     def _send(self, request: Request) -> None:
-        if request.rows == 0:
+        if request.rows == 0 and not request.notices:
             # Nothing to store (blank lines, a record still pending): acknowledged without a round trip.
             self._on_ack(request.chunks)
             return
@@ -290,8 +302,9 @@ class Shipper:
         if run:
             messages.append(encode_message(joined(run, self._schema), self._schema, self._cfg.compression))
         spans = [(c.key, c.start, c.end) for c in request.chunks if c.rows and c.end > c.start]
-        sent = np.concatenate([np.full(c.rows, c.maybe_sent) for c in request.chunks if c.rows])
-        return Part(messages=messages, nrows=request.rows, spans=spans, maybe_sent=sent)
+        sent = np.concatenate([np.zeros(0, bool), *(np.full(c.rows, c.maybe_sent) for c in request.chunks if c.rows)])
+        return Part(messages=messages, nrows=request.rows, spans=spans, maybe_sent=sent,
+                    notices=notices_json(request.notices) if request.notices else None)
 
     def _deliver(self, client, request: Request) -> bool:
         """Send until every record is acknowledged (or, refused for good, accounted); False only when
@@ -321,6 +334,11 @@ class Shipper:
             elif status == 403 and refused_hosts(detail) is not None:
                 parts[0:1] = self._rehosted(part.decoded(self._schema, self._cfg.compression),
                                             refused_hosts(detail) or [], index)
+            elif part.rows == 0 and (status == 413 or status in PERMANENT_STATUSES):  # notices only
+                self.endpoints.succeeded(index)
+                log.error("archive %s refused %d identity notice(s) (HTTP %s: %s); the records keep what they "
+                          "carried", self.endpoints.items[index].url, len(request.notices), status, detail[:300])
+                parts.pop(0)
             elif (status == 413 or status in PERMANENT_STATUSES) and part.rows > 1:
                 parts[0:1] = part.decoded(self._schema, self._cfg.compression).halves()
                 log.warning("archive %s refused %d record(s) (HTTP %s); splitting them to isolate the cause",
