@@ -110,6 +110,13 @@ def shipped(out: Path, nodes: list[str], work: Path | None = None) -> Iterator[P
 def shipped_folders(hosts: dict[str, list[Path]], work: Path | None = None) -> Iterator[Path]:
     """The root of a real archive fed by one real agent per host (``--host``), each shipping every file
     under that host's folders."""
+    with serving_shipped(hosts, work) as (_, root):
+        yield root
+
+
+@contextmanager
+def serving_shipped(hosts: dict[str, list[Path]], work: Path | None = None) -> Iterator[tuple[Any, Path]]:
+    """:func:`shipped_folders`, with the archive still running: (its handle, its root)."""
     with ExitStack() as stack:
         if work is None:
             work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranklog-shipped-")))
@@ -122,7 +129,7 @@ def shipped_folders(hosts: dict[str, list[Path]], work: Path | None = None) -> I
                                    sources=[f"{folder}/**/*" for folder in folders], extra_args=["--host", host]) as agent:
                     agent.wait_idle(timeout=300)
             wait_flushed(archive.url, root)
-        yield root
+            yield archive, root
 
 
 def wait_flushed(url: str, root: Path, timeout: float = 60.0) -> None:
