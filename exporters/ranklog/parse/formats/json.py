@@ -32,7 +32,7 @@ DEFAULT_KEYS: dict[str, tuple[str, ...]] = {
     "host": ("host", "hostname"),
     "ip": ("ip", "node_ip", "node_ip_address"),
     "pid": ("pid", "process"),
-    "rank": ("rank",),
+    "rank": ("rank", "world_rank"),  # Ray Train names the global rank world_rank
     "local_rank": ("local_rank",),
     "job": ("job", "job_id"),
     "role": ("role", "actor_name"),
