@@ -554,6 +554,11 @@ def lent_table(lent: dict[tuple, Lent]) -> LentTable:
     return LentTable(table, pa.array(sorted({k[0] for k in keys}), pa.string()))
 
 
+def lend(observations: pa.Table) -> LentTable:
+    """What the rules lend, given every observation (:func:`observe`, :func:`merge_observations`)."""
+    return lent_table(resolve(groups_of(observations)))
+
+
 def key_text(columns: dict[str, Any]) -> pa.Array:
     """The :data:`KEY` of each row as one string (null parts spelled apart from empty ones)."""
     import pyarrow as pa

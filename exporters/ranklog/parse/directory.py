@@ -33,7 +33,7 @@ import pyarrow as pa
 from ranklog.errors import UserError
 from ranklog.file_identity import identify, make_source_id
 from ranklog.record import arrow_schema
-from ranklog.source_identity import fill, groups_of, lent_table, merge_observations, observe, resolve
+from ranklog.source_identity import fill, lend, merge_observations, observe
 
 from . import parse, zones
 from .contract import Detected, SourceContext
@@ -76,7 +76,7 @@ def iter_log_dir(path: str, *, progress: Progress | None = None, timezone: str |
         finished += size
     if progress is not None:
         progress(total, total)
-    lent = lent_table(resolve(groups_of(merge_observations(observations))))
+    lent = lend(merge_observations(observations))
     if held is None:
         held = (batch for file_path, detected, _ in files
                 for batch, _ in _parse_file(file_path, detected, read_time_ns) if batch.num_rows)

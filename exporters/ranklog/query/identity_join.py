@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..source_identity import KEY, LENT, LentTable, fill, groups_of, lent_table, map_files, read_map, resolve
+from ..source_identity import KEY, LENT, LentTable, fill, lend, map_files, read_map
 from .filter_arrow import build_expression, identity_expression
 from .filters import QuerySpec
 
@@ -58,7 +58,7 @@ def archive_lent(source: ArchiveSource) -> LentTable | None:
             break
     else:
         return None
-    lent = lent_table(resolve(groups_of(observations)))
+    lent = lend(observations)
     with _LOCK:
         _CACHE[key] = (listing, lent)
     return None if lent.empty else lent
