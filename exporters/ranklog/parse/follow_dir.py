@@ -7,6 +7,13 @@ the parser state carried), so nothing is read or shown twice. A record that may 
 traceback can follow it) is complete once the next record starts, or after :data:`IDLE_FINAL`
 seconds without growth — the agent's rule (``idle_final``). A file that shrank was truncated and is
 read again from its start, as is a path now holding another file (a new inode).
+
+Identity: as :mod:`.directory` does for a whole folder, the rules of :mod:`ranklog.source_identity`
+run over the observations of everything followed so far, and each poll's records are filled with
+what they lend (a Ray worker's ``.out`` takes the rank its ``.err`` names, a torchrun rank file the
+global rank its launcher's console pairs with its local rank). A record already shown keeps what it
+was shown with: a value learned later reaches the records that come after it (``ranklog query`` on
+the same folder shows it on all of them).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+
+from ranklog.source_identity import LentTable, fill, lend, merge_observations, observation_schema, observe
 
 from . import parse
 from .contract import Detected, SourceContext
@@ -76,6 +85,8 @@ class DirectoryFollower:
         self.path = path
         self.options = folder_options(timezone)  # (`timezone`: of times printed without one)
         self._cursors: dict[str, _Cursor] = {}
+        self._observed = observation_schema().empty_table()  # what the records so far say of their writers
+        self._lent: LentTable | None = None
 
     def poll(self, now: float | None = None) -> list[pa.RecordBatch]:
         now = time.monotonic() if now is None else now
@@ -94,4 +105,16 @@ class DirectoryFollower:
         present = {file_path for file_path, _, _ in listed}
         for gone in set(self._cursors) - present:
             del self._cursors[gone]
-        return out
+        return self._identified(out)
+
+    def _identified(self, batches: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
+        """`batches` filled with what every record followed so far lends. The rules run again only
+        when a record brings a key not seen before (a new writer, a line naming its rank): a poll of
+        known writers' lines costs one merge."""
+        if not batches:
+            return batches
+        observed = merge_observations([self._observed, *(observe(batch) for batch in batches)])
+        if self._lent is None or observed.num_rows != self._observed.num_rows:
+            self._lent = lend(observed)
+        self._observed = observed
+        return [fill(batch, self._lent) for batch in batches]
