@@ -11,6 +11,7 @@ lines), its core-worker log and the ``.err``'s marker lines first — none names
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from ranklog.archive_layout import IDENTITY_DIR, IDENTITY_SUFFIX
 from ranklog.parse import SourceContext, detect, parse
 from ranklog.query import engine
 from ranklog.query.filters import QuerySpec
+from ranklog.query.follow import follow
 from ranklog.query.sources import open_source
 from ranklog.record import arrow_schema
 from ranklog.source_identity import map_files, read_map
@@ -166,3 +168,42 @@ def test_many_map_files_are_merged_into_one_and_expired_observations_dropped(tmp
     assert identity.consolidate(time.time_ns())  # every record ended before: only the span-less stay
     merged = read_map(storage.fs, map_files(storage.fs, storage.base))
     assert merged.num_rows and merged.column("last_ns").null_count == merged.num_rows
+
+
+def _moved(table: pa.Table, by_us: int) -> pa.Table:
+    """`table` with every time moved by `by_us` microseconds (spans and gaps kept)."""
+    import pyarrow.compute as pc
+
+    ts = table.column("ts")
+    moved = pc.add(ts.cast(pa.int64()), by_us).cast(ts.type)
+    return table.set_column(table.schema.get_field_index("ts"), "ts", moved)
+
+
+def test_follow_shows_new_records_with_what_the_map_already_knows(start_archive, tmp_path):
+    """``ranklog query --archive ROOT -f --rank 1``: the worker's ``.out`` and core-worker lines
+    stored after its ``.err`` named the rank arrive as rank 1's, though none of them says so."""
+    archive = start_archive()
+    root = tmp_path / "archive"
+    before, after = _worker()
+    # the run a minute ago, in the partitions a follow lists (lines stamped with the file's mtime,
+    # the checkout's time, land later: a follow lists those too)
+    by_us = time.time_ns() // 1000 - 60_000_000 - max(after.column("ts").cast(pa.int64()).to_pylist())
+    before, after = _moved(before, by_us), _moved(after, by_us)
+    _ingest(archive, after)
+    _flushed(root, after.num_rows)
+    stop = threading.Event()
+    looks = follow(open_source(archive=str(root)), QuerySpec(ranks=(1,)), ["source", "offset", "rank", "role"], 0,
+                   interval=0.1, stop=stop, heartbeat=True)
+    try:
+        next(looks)  # the tail (none asked): from here on, what is stored is new
+        _ingest(archive, before)
+        rows: list[dict] = []
+        deadline = time.monotonic() + 30
+        while len(rows) < before.num_rows and time.monotonic() < deadline:
+            rows += next(looks).to_pylist()
+    finally:
+        stop.set()
+        looks.close()
+    assert len(rows) == before.num_rows
+    assert {row["rank"] for row in rows} == {1}
+    assert {row["role"] for row in rows} == {"kZ3xWqWorkerDict_0:1"}

@@ -22,7 +22,7 @@ after the snapshot go through dedup; those after the flushed sequence are pendin
 
 Who wrote the records: a flush whose records bring observations the source → identity map lacks adds a
 map file to its own journal transaction (:mod:`.identity_map`): the map and the data it describes
-become visible together.
+become visible together, the map first.
 """
 
 from __future__ import annotations
@@ -351,7 +351,9 @@ class Pipeline:
             files.append((temp, final))
         mapped = self.identity_map.prepare(table)
         if mapped is not None:
-            files.append(mapped[:2])
+            # renamed first: a reader that lists the data before the map (a follow) never sees
+            # records whose map is not there yet
+            files.insert(0, mapped[:2])
         record = journal.write(os.path.join(self.state_dir, journal.FLUSH_JOURNAL), files, wal_seq=seq_hi)
         self.identity_map.committed(mapped)
         # Committed: these rows are flushed whatever happens next. Making the files visible may still

@@ -11,6 +11,9 @@ What "new" means for each source:
   reached the archive (an agent catching up after an outage) is in the archive, where a query finds
   it, but not in the follow.
 - a raw log directory: the bytes its files gained (:mod:`ranklog.parse.follow_dir`).
+
+Either way the records carry their writer's identity as a query would show it: an archive's records
+pass through its identity map's join, a directory's through the rules over what was followed.
 - a running archive (``--archive https://…``): its ``/v1/tail`` runs this module next to the data
   and streams the batches (:meth:`ranklog.query.remote.RemoteSource.follow`).
 
@@ -126,7 +129,19 @@ def _archive_looks(source: ArchiveSource, spec: QuerySpec, wanted: list[str],
         files = _recent_files(source, spec)
         new = [f for f in files if f.path not in seen and not _compacted(source, f)]
         seen = {f.path for f in files}
-        yield [batch for _, batch in engine.scan_files(source, new, spec, wanted)] if new else []
+        yield _scan_new(source, new, spec, wanted) if new else []
+
+
+def _scan_new(source: ArchiveSource, files: list[DataFile], spec: QuerySpec, wanted: list[str]) -> list[pa.RecordBatch]:
+    """The matching records of `files`, joined with the archive's identity map (:mod:`.identity_join`)
+    as every other read of it is: a rank learned after a file was stored reaches its records."""
+    from .identity_join import plan
+
+    join = plan(source, spec)
+    if join is None:
+        return [batch for _, batch in engine.scan_files(source, files, spec, wanted)]
+    scanned = (batch for _, batch in engine.scan_files(source, files, join.spec, join.columns(wanted)))
+    return [batch.select(wanted) for batch in join.batches(scanned)]
 
 
 def _recent_files(source: ArchiveSource, spec: QuerySpec) -> list[DataFile]:
