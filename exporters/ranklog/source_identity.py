@@ -17,8 +17,9 @@ values to put on its records (:class:`Lent`; :func:`fill` and :func:`fill_sql` a
 The rules, in order (a rule lends only what a record lacks, and only an unambiguous value):
 
 1. **Folder → node.** Every file of a Ray session's ``logs/`` folder was written on one node; a
-   ``ray`` source without a host takes the one host the folder's other ``ray`` sources name (the
-   raylet's own "… hostname: X" line names it: :func:`raylet_host`).
+   source without a host in that folder or below it (Ray Train's ``logs/train/`` JSON logs) takes
+   the one host the folder's ``ray`` sources name (the raylet's own "… hostname: X" line names it:
+   :func:`raylet_host`).
 2. **One process per source.** A source whose every record names the same pid, or the same local
    rank — the layout says one process wrote it: torchrun's per-rank files, Ray's worker and
    core-worker files, ranklog's ``rank-N.pid-P`` files, a text layout printing the pid on every
@@ -317,6 +318,19 @@ def _folder_hosts(groups: Iterable[Group]) -> dict[str, str]:
     return {folder: next(iter(found)) for folder, found in hosts.items() if len(found) == 1}
 
 
+def _session_host(source: str, folder_host: dict[str, str]) -> str | None:
+    """The host of the Ray session folder `source` lies in, or below (Ray Train's ``logs/train/``)."""
+    folder = os.path.dirname(source)
+    while folder:
+        if folder in folder_host:
+            return folder_host[folder]
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+    return None
+
+
 def _units(by_source: dict[str, list[Group]], folder_host: dict[str, str]
            ) -> tuple[dict[str, _Unit], list[_Unit], dict[str, str | None]]:
     """(one-process sources → their unit, every unit: those and each group of the other sources,
@@ -326,8 +340,8 @@ def _units(by_source: dict[str, list[Group]], folder_host: dict[str, str]
     hosts: dict[str, str | None] = {}
     for source_id, groups in by_source.items():
         host = _one(g.host for g in groups if known_host(g.host))
-        if host is None and groups[0].format == "ray" and groups[0].source:
-            host = folder_host.get(os.path.dirname(groups[0].source))
+        if host is None and groups[0].source and folder_host:
+            host = _session_host(groups[0].source, folder_host)
         hosts[source_id] = host
         if one_process(groups):
             ranks = frozenset(g.rank for g in groups if g.rank is not None)

@@ -132,6 +132,21 @@ def test_a_ray_folder_takes_the_host_its_raylet_names():
     assert "/n/session_2/logs/worker-bb-01-101.err#101" not in lent
 
 
+def test_the_files_below_a_ray_folder_take_its_host_too():
+    """Ray Train V2's JSON logs live in the session's logs/train/, and its worker group listing
+    (evidence a reader takes from the controller's text) gives a worker's other files its rank."""
+    raylet, train = f"{LOGS}/raylet.out", f"{LOGS}/train/ray-train-app-worker-aa.log"
+    err = f"{LOGS}/worker-cc-01-8740.err"
+    controller = f"{LOGS}/train/ray-train-app-controller-bb.log"
+    groups = [g(raylet, pid=5, host="gpu-7"), g(train, pid=8740, rank=2, host="unknown", format="json"),
+              g(err, pid=8740, host="unknown"), g(controller, pid=8700, host="unknown", format="json")]
+    lent = lent_of(groups)
+    assert lent[f"{train}#8740@2"].host == "gpu-7" and lent[f"{err}#8740"] == Lent(rank=2, host="gpu-7")
+    assert lent[f"{controller}#8700"] == Lent(host="gpu-7")  # no other file of its pid: the folder's host
+    listed = lent_of([g(raylet, pid=5), g(err, pid=8741)], evidence=[Group("/d/controller.log", pid=8741, rank=3)])
+    assert listed[f"{err}#8741"] == Lent(rank=3)
+
+
 def _records() -> pa.Table:
     base = {"ts": "2026-12-04T10:00:00.000000Z", "level": "INFO", "host": "node-a", "ip": "10.0.0.1", "format": "ray"}
     rows = [
