@@ -77,4 +77,4 @@ def test_what_the_agent_learns_after_shipping_reaches_the_archive_and_its_reader
     assert joined.column("source").to_pylist().count(str(target)) == len(mine)
     data = TriageData.from_source(source)  # triage reads the Parquet files itself, and the map
     gather(data)
-    assert data.query("SELECT DISTINCT rank FROM records WHERE source = ?", [str(target)]) == [(3,)]
+    assert data.query("SELECT DISTINCT rank FROM all_records WHERE source = ?", [str(target)]) == [(3,)]

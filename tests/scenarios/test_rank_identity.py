@@ -39,6 +39,8 @@ from tests.helpers.procs import ranklog_cmd
 from tests.scenarios.harness import Scenario, scenarios, serving_shipped
 
 SCENARIOS = scenarios()
+# ranklog's own logger names its files after the process's RANK (its records and flight recorder dumps)
+_RANKLOG_FILE = re.compile(r"/(?:flight-recorder\.)?rank-(?P<rank>\d+)\.pid-\d+\.[^/]*jsonl$")
 _RUN_FILE = re.compile(r"/attempt_(?P<attempt>\d+)/(?P<local>\d+)/(?:stdout\.log|stderr\.log|error\.json)$")
 _RENDEZVOUS = re.compile(rb"(restart_count|local_ranks|global_ranks)=\[?([\d, ]*)\]?\s*$", re.MULTILINE)
 _TEE = re.compile(rb"^\[[A-Za-z_][\w\-]*?(\d+)\]:")
@@ -80,8 +82,12 @@ class Truth:
             self.tee[str(console)] = results
         single = len(self.nodes) == 1 and not by_attempt
         for path in node.rglob("*"):
+            own = _RANKLOG_FILE.search(str(path))
+            if own is not None:
+                self.file_rank[str(path)] = int(own["rank"])
+                continue
             found = _RUN_FILE.search(str(path))
-            if found is None:
+            if found is None or not path.stat().st_size:  # an empty file holds no rank's records
                 continue
             attempt, local = int(found["attempt"]), int(found["local"])
             if single:
