@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 STATE_KEY = "identity"
 MAX_STREAMS = 4096  # streams of one shared source remembered (a console of a 1000-rank launcher fits)
 _NUMBERS = ("rank", "pid", "local_rank")
-_RANK_LIST = re.compile(r"\b(?P<kind>local|global)_ranks=\[(?P<ranks>[\d,\s]*)\]\s*$")
+_RANK_LIST = re.compile(r"\b(?P<kind>local|global)_ranks=\[(?P<ranks>[\d,\s]*)\][ \t]*$", re.M)
 _RANK_LIST_HINT = "_ranks=["
 _RAYLET_HINT = "Raylet of id"
 # formats whose records are never a launcher's console (the rendezvous result is printed as text)
@@ -227,16 +227,15 @@ def _launcher_pairs(batch: pa.RecordBatch, ctx: SourceContext) -> list[tuple[int
     rows = pa.array(np.flatnonzero(hits.to_numpy(zero_copy_only=False)))
     pending = state.get("launcher_local")
     for text, offset in zip(msg.take(rows).to_pylist(), batch.column("offset").take(rows).to_pylist(), strict=True):
-        found = _RANK_LIST.search(text or "")
-        if found is None:
-            continue
-        numbers = [int(x) for x in found["ranks"].replace(" ", "").split(",") if x]
-        if found["kind"] == "local":
-            pending = numbers
-        elif pending is not None and len(pending) == len(numbers):
-            in_force = dict(zip(pending, numbers, strict=True))
-            out.append((offset, in_force))
-            pending = None
+        # a line a record, or the whole rendezvous result as one multi-line record
+        for found in _RANK_LIST.finditer(text or ""):
+            numbers = [int(x) for x in found["ranks"].replace(" ", "").split(",") if x]
+            if found["kind"] == "local":
+                pending = numbers
+            elif pending is not None and len(pending) == len(numbers):
+                in_force = dict(zip(pending, numbers, strict=True))
+                out.append((offset, in_force))
+                pending = None
     updated = {k: v for k, v in state.items() if k != "launcher_local"}
     if in_force:
         updated["launcher"] = {str(k): v for k, v in in_force.items()}
