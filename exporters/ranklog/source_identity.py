@@ -51,7 +51,7 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .archive_layout import IDENTITY_DIR, IDENTITY_SUFFIX
@@ -272,6 +272,7 @@ class _Unit:
     first_ns: int | None
     last_ns: int | None
     ranks: frozenset[int]  # every rank its records name (two: the unit lends no rank)
+    void_ranks: frozenset[int] = frozenset()  # printed ranks that name no process (_void_contradicted_ranks)
 
 
 def _one(values: Iterable[Any]) -> Any:
@@ -337,6 +338,7 @@ def _units(by_source: dict[str, list[Group]], folder_host: dict[str, str]
     each source's host: the one its records name, else its Ray folder's)."""
     whole: dict[str, _Unit] = {}
     units: list[_Unit] = []
+    single: list[_Unit] = []  # the one-process sources' own units (a process folder's are joined too)
     hosts: dict[str, str | None] = {}
     for source_id, groups in by_source.items():
         host = _one(g.host for g in groups if known_host(g.host))
@@ -350,6 +352,7 @@ def _units(by_source: dict[str, list[Group]], folder_host: dict[str, str]
                          *_span((g.first_ns for g in groups), (g.last_ns for g in groups)), ranks)
             whole[source_id] = unit
             units.append(unit)
+            single.append(unit)
             continue
         for g in groups:
             own_host = g.host if known_host(g.host) else host
@@ -359,7 +362,33 @@ def _units(by_source: dict[str, list[Group]], folder_host: dict[str, str]
         joined = _merged([whole[source_id] for source_id in members])
         units.append(joined)
         whole.update(dict.fromkeys(members, joined))
-    return whole, units, hosts
+    processes = [*{id(u): u for u in whole.values()}.values(), *single]
+    return _void_contradicted_ranks(whole, units, processes), units, hosts
+
+
+def _void_contradicted_ranks(whole: dict[str, _Unit], units: list[_Unit], processes: list[_Unit]
+                             ) -> dict[str, _Unit]:
+    """A printed rank that launcher local ranks of one host claim at once (every rank's file saying
+    ``[RANK 0]``: a logger set up before the process group knew its rank) names no process: it is
+    dropped from those one-process units (in `units` too, in place), so the rank their other lines
+    print, the launcher's pairing or the one-node rule gives them the real one, which replaces the
+    printed one on their records."""
+    claims: dict[tuple, set[int]] = defaultdict(set)
+    for u in processes:
+        if u.local_rank is not None:
+            for rank in u.ranks:
+                claims[(u.host, u.job, rank)].add(u.local_rank)
+    void = {key for key, local_ranks in claims.items() if len(local_ranks) > 1}
+    if not void:
+        return whole
+    fixed = {}
+    for u in processes:
+        dropped = frozenset(r for r in u.ranks if (u.host, u.job, r) in void) if u.local_rank is not None else ()
+        if dropped:
+            kept = u.ranks - dropped
+            fixed[id(u)] = replace(u, rank=_one(kept), ranks=kept, void_ranks=dropped)
+    units[:] = [fixed.get(id(u), u) for u in units]
+    return {source_id: fixed.get(id(u), u) for source_id, u in whole.items()}
 
 
 def _process_folders(by_source: dict[str, list[Group]], whole: dict[str, _Unit]) -> dict[tuple, list[str]]:
@@ -489,7 +518,8 @@ def _lend(g: Group, unit: _Unit | None, source_host: str | None, index: _Index, 
     host = g.host if known_host(g.host) else base.host
     pid = g.pid if g.pid is not None else base.pid
     local_rank = g.local_rank if g.local_rank is not None else base.local_rank
-    rank = g.rank
+    void = unit is not None and g.rank in unit.void_ranks
+    rank = None if void else g.rank
     if rank is None and unit is not None and len(unit.ranks) <= 1:
         rank = unit.rank
     roles = [g.role, base.role]
@@ -511,7 +541,7 @@ def _lend(g: Group, unit: _Unit | None, source_host: str | None, index: _Index, 
         elif not paired and single_node and index.single_node(base.job, first, last):
             rank = local_rank
     role = role_family(roles)
-    return Lent(rank=rank if g.rank is None else None,
+    return Lent(rank=rank if g.rank is None or (void and rank != g.rank) else None,
                 local_rank=local_rank if g.local_rank is None else None,
                 role=role if role != g.role else None,
                 pid=pid if g.pid is None else None,

@@ -22,12 +22,14 @@ from ranklog.query.sources import ArchiveSource, LogDirSource
 from ranklog.record import ts_array, ts_ns
 from tests.helpers.archive_proc import arrow_body
 from tests.helpers.net import wait_until
+from tests.scenarios.library import restore_mtimes
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "torchrun_cuda_oom"
 TRUTH = json.loads((SCENARIO / "truth.json").read_text())
 
 
 def _scenario_now() -> pa.Table:
+    restore_mtimes(SCENARIO)  # timeless lines take their file's mtime, which git does not keep
     table = read(LogDirSource(str(SCENARIO / "out")), QuerySpec(order=()))
     ns = ts_ns(table["ts"])
     # From 30 minutes ago on (lines without a printed time carry their file's mtime: the span may be long).
