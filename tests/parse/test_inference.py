@@ -178,3 +178,14 @@ def test_a_new_files_first_lines_wait_for_eight_or_the_end():
     assert parse(head, 0, ctx, final=True, read_time_ns=READ_TIME_NS).batch.num_rows == 2  # gone quiet: read
     more = SourceContext("/l", "s", "python", "h", "i", options={"timezone": "UTC"})
     assert parse(data[:2000], 0, more, final=False, read_time_ns=READ_TIME_NS).consumed > 0  # eight and more
+
+
+def test_a_bracket_the_message_closes_holds_no_fields():
+    """``[Rank 2 Error Snippet]:`` (Ray Train's controller) is a message: its rank and level words sit
+    in a bracket only the message closes. ``[Rank 2] ERROR …`` and a time in the bracket are headers."""
+    from ranklog.parse.inference.tokens import scan
+
+    assert scan("[Rank 2 Error Snippet]:").tokens == []
+    assert [kind for _, kind, _ in scan("[Rank 2] ERROR boom").tokens] == ["rank", "level"]
+    assert [kind for _, kind, _ in scan("[2026-12-07 14:19:57,325 E 26143 26280] core_worker.cc:2465: x").tokens] \
+        == ["time", "level", "num", "num", "code"]

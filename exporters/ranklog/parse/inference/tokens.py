@@ -44,6 +44,7 @@ _ALIGNED_LEVEL = re.compile(r"[ \t]+(?:" + "|".join(LEVEL_WORDS) + r")[ \t]")
 STRONG = frozenset({"time", "level", "rank", "code"})
 _ZONE = re.compile(ZONE)
 _TIMES = [(syntax, re.compile(syntax.python)) for syntax in TIME_SYNTAXES]
+_CLOSERS = "])}"
 _BOUNDARY = frozenset(" \t])}|:,;-=>([{")
 Token = tuple[str, str, str]  # (separator key, kind, spec)
 
@@ -84,6 +85,7 @@ def scan(line: str) -> Scan:
         return out
     pos = 0
     kinds: list[str] = []
+    seps: list[str] = []
     while len(out.tokens) < MAX_TOKENS:
         sep = SEPARATOR.match(line, pos).group()
         if not out.tokens and sep.strip(OPENERS + " \t"):
@@ -94,6 +96,7 @@ def scan(line: str) -> Scan:
             break
         kind, spec, end = found
         out.tokens.append((sep_key(sep), kind, spec))
+        seps.append(sep)
         kinds.append(kind)
         pos = end
         if kind == "sword":
@@ -101,8 +104,34 @@ def scan(line: str) -> Scan:
             rest = line[end:].lstrip(" \t")
             out.numeric_next = rest[:1].isdigit()
             break
-    out.trailing = cut(sep_key(SEPARATOR.match(line, pos).group())) if out.tokens else ""
+    last = SEPARATOR.match(line, pos).group()
+    if out.tokens:
+        last = _close_brackets(out, seps, last)
+    out.trailing = cut(sep_key(last)) if out.tokens else ""
     return out
+
+
+def _depth(sep: str) -> int:
+    return sum(sep.count(ch) for ch in OPENERS) - sum(sep.count(ch) for ch in _CLOSERS)
+
+
+def _close_brackets(out: Scan, seps: list[str], last: str) -> str:
+    """A header closes the brackets it opens before its message starts: tokens inside a bracket that
+    only the message closes (``[Rank 2 Error Snippet]:``) are the message's words — down to the
+    longest head whose brackets are closed. A time keeps its head (no message word looks like one)."""
+    if any(kind == "time" for _, kind, _ in out.tokens):
+        return last
+    depth, closed = 0, 0
+    for k in range(1, len(seps) + 1):
+        depth += _depth(seps[k - 1])
+        after = seps[k] if k < len(seps) else last
+        if depth - sum(after.count(ch) for ch in _CLOSERS) <= 0:
+            closed = k
+    if closed == len(seps):
+        return last
+    del out.tokens[closed:]
+    out.word, out.numeric_next = None, False
+    return seps[closed] if closed else ""
 
 
 def _opened(sep: str) -> bool:
