@@ -98,3 +98,6 @@ def test_ray_train_world_rank_from_its_own_logs():
     v = _triage(ROOT / "ray_train_worker_error" / "out").verdict
     assert (v.ranks, v.step) == ([2], 5)
     assert v.decisive.rank == 2 and "ValueError: batch 5" in (v.decisive.exc or v.decisive.msg)
+    # the rank's own record, not the driver console's "[Rank 2 Error Snippet]" copy, dated by a line
+    # the controller printed 15 s earlier
+    assert "driver-console" not in v.decisive.source

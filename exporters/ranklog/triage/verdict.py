@@ -121,13 +121,19 @@ def _order_key(candidates: list[Incident]):
 
 
 def _firsts(incidents: list[Incident]) -> list[Incident]:
-    """The first incident of each subject (rank, or host for rank-less records)."""
+    """The first incident of each subject (rank, or host for rank-less records). A rank's own record
+    comes before another process's report about it (a controller's or driver's copy of its error, whose
+    time may be a neighbour's): a report follows the event it reports."""
     seen: dict[tuple, Incident] = {}
     for inc in incidents:
         key = (inc.rank,) if inc.rank is not None else (None, inc.host)
-        if key not in seen or inc.adj_ts < seen[key].adj_ts:
+        if key not in seen or _first_key(inc) < _first_key(seen[key]):
             seen[key] = inc
     return list(seen.values())
+
+
+def _first_key(inc: Incident) -> tuple[bool, int]:
+    return (inc.rank is not None and inc.line.rank != inc.rank, inc.adj_ts)
 
 
 def _pick(candidates: list[Incident], evidence: Evidence, kind: str) -> Verdict:
