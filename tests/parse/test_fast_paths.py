@@ -188,3 +188,45 @@ def test_lines_a_custom_layout_takes_are_still_blank_when_blank() -> None:
     data = "first\n   \n\u3000\u2003\n\tindented\nlast\n".encode()
     rows = parse(data, 0, ctx, final=True, read_time_ns=0).batch.to_pylist()
     assert [row["msg"] for row in rows] == ["first", "\tindented", "last"]
+
+
+_ATTRS = st.one_of(st.none(), st.sampled_from(["{}", " {} ", '{"a":1}', "not json", '{"b":"x"}']))
+_REASONS = st.one_of(st.none(), st.sampled_from(["previous", "next", "Etc/UTC"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_ATTRS, _REASONS), max_size=12), st.booleans())
+def test_mark_adds_the_reason_to_each_rows_attrs(rows: list[tuple[str | None, str | None]], no_attrs: bool) -> None:
+    """inferred_time.mark (one object per distinct reason, joined only where a row has attrs) against
+    the row-by-row meaning: the reason's member first, then the row's own object's members."""
+    import json
+
+    from ranklog.parse.inferred_time import mark
+
+    attrs = None if no_attrs else pa.array([a for a, _ in rows], pa.string())
+    reasons = pa.array([r for _, r in rows], pa.string())
+    expected = []
+    for own, reason in rows:
+        own = None if no_attrs else own
+        if reason is None:
+            expected.append(own)
+        elif own is None or own.strip() == "{}" or not own.startswith("{"):
+            expected.append(json.dumps({"tz": reason}, separators=(",", ":")))
+        else:
+            expected.append('{"tz":"' + reason + '",' + own[1:])
+    assert mark(attrs, reasons, "tz").to_pylist() == expected
+
+
+def test_launcher_prefix_prefilter_sees_every_prefix_start() -> None:
+    """The byte test before the launcher-prefix regex: every prefix's line passes, a plain log line not."""
+    from ranklog.parse.arrowbytes import bytes_at, first_bytes
+    from ranklog.parse.inference.prefixes import may_start_with_one
+
+    def passes(line: str) -> bool:
+        column = pa.array(["x", line]).slice(1)
+        return may_start_with_one(first_bytes(column), bytes_at(column, 10))
+
+    for line in ("2026-12-07T11:06:10.123456789Z stdout F msg", "[1,3]<stdout>: msg", "(WorkerDict pid=1) msg",
+                 "[rank3]: msg", "[default0]:msg"):
+        assert passes(line), line
+    assert not passes("2026-12-07 11:06:10,123 - a - INFO - msg") and not passes("step 3 done")

@@ -70,6 +70,16 @@ def first_bytes(column: pa.Array) -> np.ndarray:
     return np.where(nonempty, values[np.where(nonempty, offsets[:-1], 0)], 0).astype(np.uint8)
 
 
+def bytes_at(column: pa.Array, at: int) -> np.ndarray:
+    """The byte at position `at` of each value of a string / binary array; 0 for shorter values."""
+    offsets, data = _offsets_and_data(column)
+    if data is None or data.size == 0:
+        return np.zeros(len(column), dtype=np.uint8)
+    values = np.frombuffer(data, dtype=np.uint8)
+    long_enough = offsets[1:] - offsets[:-1] > at
+    return np.where(long_enough, values[np.where(long_enough, offsets[:-1] + at, 0)], 0).astype(np.uint8)
+
+
 def replace_byte(column: pa.Array, old: bytes, new: bytes) -> pa.Array:
     """``pc.replace_substring(column, old, new)`` for one ASCII byte by another, as one numpy pass over
     a copy of the value bytes (an ASCII byte is never part of a multi-byte UTF-8 character)."""

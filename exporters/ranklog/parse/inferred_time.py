@@ -15,6 +15,7 @@ inferred one.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -82,16 +83,30 @@ def note_last_times(ts: pa.Array, ctxs: list[SourceContext], counts: list[int]) 
 
 
 def mark(attrs: pa.Array | None, reasons: pa.Array, name: str = ATTR) -> pa.Array:
-    """attrs JSON with ``"<name>": reason`` (``ts_inferred`` by default) added where `reasons` is not null."""
-    if attrs is None:
-        attrs = pa.nulls(len(reasons), pa.string())
+    """attrs JSON with ``"<name>": reason`` (``ts_inferred`` by default) added where `reasons` is not null.
+
+    A row without attrs takes its reason's object, made once per distinct reason (a column of one zone
+    or a few reasons); only the rows with an attrs object of their own are joined string by string."""
+    if isinstance(reasons, pa.ChunkedArray):
+        reasons = reasons.combine_chunks()
+    if isinstance(attrs, pa.ChunkedArray):
+        attrs = attrs.combine_chunks()
     marked = pc.is_valid(reasons)
-    key = pc.binary_join_element_wise(f'"{name}":"', reasons, '"', "")
-    alone = pc.binary_join_element_wise("{", key, "}", "")
-    body = pc.utf8_slice_codeunits(attrs, 1)  # the existing object without its "{"
-    joined = pc.binary_join_element_wise(pc.binary_join_element_wise("{", key, ",", ""), body, "")
-    empty = pc.or_kleene(pc.is_null(attrs), pc.equal(pc.utf8_trim_whitespace(attrs), "{}"))
-    is_object = pc.starts_with(pc.fill_null(attrs, ""), "{")
-    wrapped = pc.if_else(pc.fill_null(empty, True), alone,
-                         pc.if_else(is_object, joined, alone))
-    return pc.if_else(marked, wrapped, attrs)
+    encoded = reasons.dictionary_encode()
+    objects = pa.array([json.dumps({name: value}, separators=(",", ":"), ensure_ascii=False)
+                        for value in encoded.dictionary.to_pylist()], pa.string())
+    alone = objects.take(encoded.indices)  # null where the reason is
+    if attrs is None or attrs.null_count == len(attrs):
+        return alone if attrs is None else pc.if_else(marked, alone, attrs)
+    own = pc.and_(marked, pc.invert(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(attrs), "{}"), True)))
+    out = pc.if_else(marked, alone, attrs)
+    if not pc.any(own).as_py():
+        return out
+    rows = pc.indices_nonzero(own)
+    theirs, why = attrs.take(rows), reasons.take(rows)
+    key = pc.binary_join_element_wise(f'"{name}":"', why, '"', "")
+    joined = pc.if_else(pc.starts_with(theirs, "{"),
+                        pc.binary_join_element_wise(pc.binary_join_element_wise("{", key, ",", ""),
+                                                    pc.utf8_slice_codeunits(theirs, 1), ""),  # the object without its "{"
+                        pc.binary_join_element_wise("{", key, "}", ""))
+    return pc.replace_with_mask(out, own, joined)

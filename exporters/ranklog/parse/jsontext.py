@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..record import attrs_object
+from .arrowbytes import values_contain
 
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
 _POINT_ZERO = pa.scalar(".0", pa.string())
@@ -114,6 +115,8 @@ def count_unusable(attrs: pa.Array | None) -> int:
     """Records whose attrs carry an :func:`unusable_members` note (the parse-error count)."""
     if attrs is None or attrs.null_count == len(attrs):
         return 0
+    if not values_contain(attrs, f'"{PARSE_ERROR_KEY}":"{UNUSABLE_NOTE}'.encode()):
+        return 0  # (one memchr pass: most records carry attrs, tz_assumed at least, and no note)
     return int(pc.sum(pc.match_substring(attrs, f'"{PARSE_ERROR_KEY}":"{UNUSABLE_NOTE}')).as_py() or 0)
 
 

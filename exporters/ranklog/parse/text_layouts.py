@@ -29,13 +29,13 @@ import pyarrow.compute as pc
 from ranklog.record import FIELDS, INT32_FIELDS, INT64_FIELDS, ts_array
 
 from . import zones
-from .arrowbytes import first_bytes, value_lengths
+from .arrowbytes import bytes_at, first_bytes, value_lengths
 from .batch import build_batch, build_batch_many, empty_batch
 from .contract import ParseResult
 from .dating import TIME_GROUPS, date_partial_times, ns_or_nat, read_times
 from .groups import extract_groups
 from .inference import Lesson, learn, relearn, waits
-from .inference.prefixes import ANY_LAUNCHER_PREFIX, LAUNCHER_PREFIXES
+from .inference.prefixes import ANY_LAUNCHER_PREFIX, LAUNCHER_PREFIXES, may_start_with_one
 from .inference.vocabulary import LEVEL_WORD_SET
 from .inferred_time import STATE_KEY as TS_STATE_KEY
 from .inferred_time import mark
@@ -374,8 +374,11 @@ def _peel_prefixes(body: pa.Array, prefixes: tuple[str, ...], any_prefix: str | 
     fields: dict[str, pa.Array] = {}
     stream: pa.Array | None = None
     prefixed = np.zeros(len(body), dtype=bool)
-    if any_prefix is not None and prefixes and not pc.any(pc.match_substring_regex(body, any_prefix)).as_py():
-        return fields, None, prefixed, body
+    if any_prefix is not None and prefixes:
+        if any_prefix == ANY_LAUNCHER_PREFIX and not may_start_with_one(first_bytes(body), bytes_at(body, 10)):
+            return fields, None, prefixed, body
+        if not pc.any(pc.match_substring_regex(body, any_prefix)).as_py():
+            return fields, None, prefixed, body
     for pattern in prefixes:
         # (the check leaves out the rest of the line: on a line it always matches, and without it RE2
         # stops at the prefix instead of reading every line to its end)
