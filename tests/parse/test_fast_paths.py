@@ -230,3 +230,14 @@ def test_launcher_prefix_prefilter_sees_every_prefix_start() -> None:
                  "[rank3]: msg", "[default0]:msg"):
         assert passes(line), line
     assert not passes("2026-12-07 11:06:10,123 - a - INFO - msg") and not passes("step 3 done")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(_ATTRS, st.one_of(st.none(), st.booleans())), max_size=12), st.booleans())
+def test_mark_where_is_mark_with_one_reason(rows: list[tuple[str | None, bool | None]], no_attrs: bool) -> None:
+    from ranklog.parse.inferred_time import mark, mark_where
+
+    attrs = None if no_attrs else pa.array([a for a, _ in rows], pa.string())
+    where = pa.array([w for _, w in rows], pa.bool_())
+    reasons = pa.array(["UTC" if w else None for _, w in rows], pa.string())
+    assert mark_where(attrs, where, "tz", "UTC").to_pylist() == mark(attrs, reasons, "tz").to_pylist()

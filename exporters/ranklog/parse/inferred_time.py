@@ -110,3 +110,12 @@ def mark(attrs: pa.Array | None, reasons: pa.Array, name: str = ATTR) -> pa.Arra
                                                     pc.utf8_slice_codeunits(theirs, 1), ""),  # the object without its "{"
                         pc.binary_join_element_wise("{", key, "}", ""))
     return pc.replace_with_mask(out, own, joined)
+
+
+def mark_where(attrs: pa.Array | None, where: pa.Array, name: str, value: str) -> pa.Array:
+    """:func:`mark` with one reason, `value`, on the rows where `where` is true (null: false)."""
+    where = pc.fill_null(where, False)
+    if attrs is None or attrs.null_count == len(attrs):  # (the usual text file: one object, one pass)
+        alone = pa.scalar(json.dumps({name: value}, separators=(",", ":"), ensure_ascii=False), pa.string())
+        return pc.if_else(where, alone, pa.scalar(None, pa.string()) if attrs is None else attrs)
+    return mark(attrs, pc.if_else(where, pa.scalar(value, pa.string()), pa.scalar(None, pa.string())), name)

@@ -38,7 +38,7 @@ from .inference import Lesson, learn, relearn, waits
 from .inference.prefixes import ANY_LAUNCHER_PREFIX, LAUNCHER_PREFIXES, may_start_with_one
 from .inference.vocabulary import LEVEL_WORD_SET
 from .inferred_time import STATE_KEY as TS_STATE_KEY
-from .inferred_time import mark
+from .inferred_time import mark_where
 from .joined import Finish, Read, finished, join_reads, max_line_bytes, unchanged
 from .jsontext import PARSE_ERROR_KEY, UNUSABLE_NOTE, count_unusable, join_members, json_member, unusable_members
 from .levels import guess_levels, normalize_levels
@@ -720,9 +720,8 @@ def _records(grouping: Grouping, kinds: np.ndarray, body: pa.Array, header_field
     naive = columns.pop("_naive", None)
     if naive is not None:  # times read in the writer's zone, not stated by the line
         zone = files[0][0].options.get(zones.OPTION, "UTC")
-        assumed = pc.if_else(pc.fill_null(naive, False), pa.scalar(zone), pa.scalar(None, pa.string()))
-        if assumed.null_count < len(assumed):
-            columns["attrs"] = mark(columns.get("attrs"), assumed, zones.ATTR)
+        if pc.any(naive).as_py():
+            columns["attrs"] = mark_where(columns.get("attrs"), naive, zones.ATTR, zone)
     return {name: col for name, col in columns.items() if col is not None}
 
 

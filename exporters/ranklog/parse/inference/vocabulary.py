@@ -134,7 +134,12 @@ OPENERS = "[({"
 def sep_key(sep: str) -> str:
     """A separator as the layout knows it: each run of blanks as one space (the padding of
     ``%(levelname)-8s`` varies from line to line; a blank or none is kept apart)."""
-    return re.sub(r"[ \t]+", " ", sep)
+    if "\t" not in sep and "  " not in sep:
+        return sep  # (most separators: nothing to fold, no regex call)
+    return _BLANKS.sub(" ", sep)
+
+
+_BLANKS = re.compile(r"[ \t]+")
 
 
 def is_distinctive(sep: str) -> bool:
