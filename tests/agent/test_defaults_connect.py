@@ -18,6 +18,7 @@ from ranklog.agent.agent_config import AgentConfig
 from ranklog.agent.presets import preset_sources
 from tests.helpers.agent_proc import running_agent
 from tests.helpers.archive_proc import running_archive
+from tests.helpers.net import wait_until
 from tests.helpers.procs import ranklog_cmd
 
 TRAIN = "import ranklog; ranklog.get_logger('train').info('out of the box'); ranklog.flush()"
@@ -73,6 +74,11 @@ def test_what_the_logger_writes_out_of_the_box_is_shipped(tmp_path, token_file):
                                what="the record shipped")
         finally:
             del os.environ["TMPDIR"]
-        found = httpx.get(f"{archive.url}/v1/query", params={"contains": "out of the box", "count": "true"},
-                          headers=archive.headers(), timeout=30)
-        assert found.json()["count"] == 1
+
+        def count() -> int:
+            return httpx.get(f"{archive.url}/v1/query", params={"contains": "out of the box", "count": "true"},
+                             headers=archive.headers(), timeout=30).json()["count"]
+
+        # acknowledged records become readable at the archive's next flush (flush_interval)
+        wait_until(lambda: count() >= 1, 30, "the record readable")
+        assert count() == 1
