@@ -163,6 +163,11 @@ def post_concurrently(url: str, headers: dict[str, str], bodies: Sequence[bytes]
         with httpx.Client(timeout=timeout) as http:
             for body in share:
                 answer = http.post(f"{url}/v1/ingest", content=body, headers=headers)
+                for _ in range(50):  # 429 (the ingest memory budget held by the others): retry, as agents do
+                    if answer.status_code != 429:
+                        break
+                    time.sleep(float(answer.headers.get("Retry-After", "1")))
+                    answer = http.post(f"{url}/v1/ingest", content=body, headers=headers)
                 if answer.status_code != 200:
                     errors.append(f"{answer.status_code} {answer.text[:200]}")
 
