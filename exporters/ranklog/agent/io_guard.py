@@ -71,6 +71,7 @@ class IoGuard:
         self._calls: dict[tuple[int, str], tuple[concurrent.futures.Future, float]] = {}
         self._report, self._cleared = report, cleared
         self.stuck: dict[int, str] = {}  # uid of a file whose call is stuck → its path
+        self._stuck_calls: dict[int, set[str]] = {}  # uid → what of each of its calls that is stuck
 
     def call(self, uid: int, path: str, what: str, fn: Callable[[], Any]) -> tuple[bool, Any]:
         """(True, fn's result) once `fn` has run for this file, else (False, None): still running. Its
@@ -85,7 +86,10 @@ class IoGuard:
         else:
             future, started = pending
             if not future.done():
-                if time.monotonic() - started >= self.stall_timeout and uid not in self.stuck:
+                stuck_calls = self._stuck_calls.setdefault(uid, set())
+                if time.monotonic() - started >= self.stall_timeout and what not in stuck_calls:
+                    stuck_calls.add(what)
+                if stuck_calls and uid not in self.stuck:
                     self.stuck[uid] = path
                     log.warning("%s of %s has not returned for %.0f s (its network or FUSE filesystem stopped "
                                 "answering?); the other files go on", what, path, time.monotonic() - started)
@@ -95,7 +99,15 @@ class IoGuard:
         if not future.done():
             return False, None
         del self._calls[key]
-        if self.stuck.pop(uid, None) is not None:
+        stuck_calls = self._stuck_calls.get(uid)
+        if stuck_calls is not None:  # this call, and any other of the file's that has returned meanwhile
+            stuck_calls.discard(what)
+            for other in list(stuck_calls):
+                pending_other = self._calls.get((uid, other))
+                if pending_other is None or pending_other[0].done():
+                    stuck_calls.discard(other)
+        # the file answers again once none of its calls is stuck (another call returning proves nothing)
+        if not stuck_calls and self._stuck_calls.pop(uid, None) is not None and self.stuck.pop(uid, None) is not None:
             log.info("%s answers again", path)
             if self._cleared is not None:
                 self._cleared(path)
