@@ -30,7 +30,7 @@ def _dumps(log_dir: Path) -> dict[int, dict]:
 
 
 def test_dumps_on_uncaught_timeout_and_on_sigterm(tmp_path):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="the flight recorder dumps torch's collective ring buffer: needs torch (the torch extra)")
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
            "RANKLOG_JOB": "fr-test", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO / "exporters"), os.environ.get("PYTHONPATH", "")])}

@@ -93,7 +93,7 @@ def _fmt(fmt: str, datefmt: str | None = None) -> logging.Formatter:
 
 
 def _torch_glog() -> logging.Formatter:
-    torch_logging = pytest.importorskip("torch._logging._internal")
+    torch_logging = pytest.importorskip("torch._logging._internal", reason="torch's own glog formatter makes the lines: needs torch (the torch extra)")
     formatter = torch_logging.TorchLogsFormatter()
     formatter.converter = time.gmtime
     return formatter

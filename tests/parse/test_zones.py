@@ -67,7 +67,7 @@ def test_zoned_times_and_epochs_are_not_marked():
 def test_glog_times_across_new_year_take_the_year_from_the_file():
     """torch's glog lines carry no year: the file's modification time (early January) dates them, and the
     December lines before the wrap are the year before."""
-    torch_logging = pytest.importorskip("torch._logging._internal")
+    torch_logging = pytest.importorskip("torch._logging._internal", reason="torch's own glog formatter makes the lines: needs torch (the torch extra)")
     formatter = torch_logging.TorchLogsFormatter()
     formatter.converter = lambda seconds: datetime.fromtimestamp(seconds, timezone.utc).timetuple()
     when = [datetime(2026, 12, 31, 23, 59, 58, tzinfo=timezone.utc), datetime(2026, 12, 31, 23, 59, 59, tzinfo=timezone.utc),
