@@ -43,6 +43,7 @@ class AlertEvent:
     starts_at_ns: int | None
     from_agent: bool  # a suspect pushed by an agent, not an alert Alertmanager fired
     labels: dict[str, str] = field(default_factory=dict)
+    ends_at_ns: int | None = None  # a resolved alert's end (a firing one's endsAt is Alertmanager's guess)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def _event(alert: Any, index: int, from_agent: bool) -> AlertEvent:
         raise NotificationError(f"alerts[{index}]: status {status!r} is neither firing nor resolved")
     return AlertEvent(labels["alertname"], status, labels.get("training_job"), labels.get("rank") or None,
                       labels.get("instance") or None, labels.get("signature") or None,
-                      parse_ts(alert.get("startsAt")), from_agent, labels)
+                      parse_ts(alert.get("startsAt")), from_agent, labels,
+                      parse_ts(alert.get("endsAt")) if status == RESOLVED else None)
 
 
 def suspect(training_job: str | None, rank: int | None, host: str, signature: str, ts_ns: int,

@@ -269,3 +269,63 @@ def test_alerts_whose_records_name_no_job_join_the_jobs_incident(stack) -> None:
     assert merged["closed_because"].startswith("its records belong to job job")
     assert [t["rank"] for t in listed[named.json()["incidents"][0]]["triggers"]] == ["0", "2"]
     assert len(receivers.documents()) == 1 and len(receivers.annotations) == 1
+
+
+def agent_down(host: str, starts_ns: int, status: str = "firing") -> dict:
+    """Alertmanager's notification of RanklogAgentDown (the prometheus role labels targets with `node`)."""
+    starts = datetime.fromtimestamp(starts_ns / 1e9, UTC).isoformat().replace("+00:00", "Z")
+    labels = {"alertname": "RanklogAgentDown", "instance": f"{host}:9465", "job": "ranklog-agent", "node": host,
+              "severity": "critical", "component": "agent"}
+    return {"version": "4", "groupKey": f'{{}}/{{alertname=~"RanklogAgentDown"}}:{{instance="{host}:9465"}}',
+            "truncatedAlerts": 0, "status": status, "receiver": "ranklog-verdict",
+            "groupLabels": {"instance": f"{host}:9465"}, "commonLabels": labels, "commonAnnotations": {},
+            "externalURL": "http://alertmanager:9093",
+            "alerts": [{"status": status, "labels": labels, "annotations": {}, "startsAt": starts,
+                        "endsAt": "0001-01-01T00:00:00Z" if status == "firing" else starts,
+                        "generatorURL": "http://prometheus:9090/graph", "fingerprint": f"{abs(hash(host)):016x}"}]}
+
+
+def test_an_agent_down_pages_the_lost_node_while_its_peers_still_wait(tmp_path, token_file) -> None:
+    """torchrun_node_lost as the archive holds it half a second before node0's ranks noticed (each
+    node's files shipped by its own agent, as on the node): node1's records end with its machine,
+    node0's ranks wait in the all_reduce. No training alert fires (the
+    rank-silence alerts of node1 are inhibited by its agent being down); Alertmanager sends the
+    RanklogAgentDown context alert. The verdict: node1 lost, ranks 2-3. An agent that went down long
+    after its node's last records is triaged too, and pages nobody."""
+    from tests.triage.test_agent_outages import ALERT_DELAY, SECOND, as_shipped, host_end, triage
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "torchrun_node_lost"
+    died = host_end(triage(scenario / "out"), "node1")
+    logs = as_shipped("torchrun_node_lost", tmp_path / "logs", {"node0": died - SECOND // 2, "node1": died + SECOND})
+    with running_receivers() as receivers, \
+            running_archive(tmp_path / "archive", token_file, extra_args=["--config", str(archive_config(
+                tmp_path / "archive.yaml", receivers, suspect_wait=2))]) as archive, \
+            running_agent([archive.url], token_file, tmp_path / "agent0", sources=[f"{logs}/node0/**/*"],
+                          extra_args=["--no-suspect-push", "--host", "node0"]) as agent0, \
+            running_agent([archive.url], token_file, tmp_path / "agent1", sources=[f"{logs}/node1/**/*"],
+                          extra_args=["--no-suspect-push", "--host", "node1"]) as agent1:
+        agent0.wait_idle(60)
+        agent1.wait_idle(60)
+        # node0's agent restarts an hour later: triaged, and no page (an agent down is no failure by itself)
+        answer = post(archive, agent_down("node0", died + 3600 * SECOND))
+        assert answer.status_code == 202 and answer.json()["accepted"] == 1, answer.text
+        wait_until(lambda: incidents(archive) and not any(i["closed_ns"] is None for i in incidents(archive)), 60,
+                   "the incident of node0's outage closed without a page")
+        post(archive, agent_down("node0", died + 3610 * SECOND, status="resolved"))
+        assert receivers.documents() == []
+        post(archive, agent_down("node1", died + ALERT_DELAY))
+        post(archive, agent_down("node1", died + ALERT_DELAY))  # Alertmanager repeats: one outage, one triage
+        (doc,) = wait_until(receivers.documents, 60, "the verdict of node1's outage")
+        assert (doc["status"], doc["category"], doc["ranks"], doc["hosts"], doc["confidence"]) == (
+            "failure", "node lost", [2, 3], ["node1"], "high")
+        assert "its agent went down" in doc["summary"] and doc["training_job"] == "job"
+        assert {t["alertname"] for t in doc["triggers"]} == {"RanklogAgentDown"}
+        listing = httpx.get(f"{archive.url}/v1/alerts", headers={"Authorization": f"Bearer {archive.token}"},
+                            timeout=10).json()
+        assert [(o["host"], o["until_ns"] is None) for o in listing["agent_outages"]] == [("node0", False),
+                                                                                            ("node1", True)]
+        archive.restart()  # the book survives a restart
+        listing = httpx.get(f"{archive.url}/v1/alerts", headers={"Authorization": f"Bearer {archive.token}"},
+                            timeout=10).json()
+        assert [(o["host"], o["until_ns"] is None) for o in listing["agent_outages"]] == [("node0", False),
+                                                                                            ("node1", True)]

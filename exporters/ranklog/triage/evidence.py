@@ -184,7 +184,7 @@ def collect(data: TriageInput) -> Evidence:
     return Evidence(incidents=incidents, templates=_templates(incidents), timeline=timeline, seqnums=seqnums,
                     silent=silent, offsets=offsets, offset_anchor=anchor, uncertainty_ns=uncertainty,
                     processes=processes, unclassified_errors=unclassified, notes=list(data.notes),
-                    lost=lost_nodes(incidents, processes, offsets, uncertainty), stuck=list(data.stuck),
+                    lost=lost_nodes(incidents, processes, offsets, uncertainty, data.outages), stuck=list(data.stuck),
                     straggler=(slow := find(matrix)), step_times=step_time_series(matrix, slow),
                     launcher=list(data.launcher))
 

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..agent_outages import AgentOutage
 from ..parse.steps import TEXT_STEP
 from ..record import ANNOTATION_FORMAT, ns_to_ts
 from ..source_identity import Group as Observation
@@ -150,6 +151,7 @@ class TriageInput:
     progress: Progress | None = None  # the step buckets of this selection's processes (.progress)
     stuck: list[Stuck] = field(default_factory=list)  # what its flight recorder dumps say
     launcher: list[tuple[str, bool, str]] = field(default_factory=list)  # how its launchers said it ended
+    outages: list[AgentOutage] = field(default_factory=list)  # its hosts' agents down (TriageData.agent_outages)
 
 
 class TriageData:
@@ -163,6 +165,8 @@ class TriageData:
         self._own: list[str] | None = None
         # what an archive's identity map adds to the records' own observations (its agents' notices)
         self.mapped: list[Observation] = []
+        # when agents of the source's hosts were down (the archive's verdict service knows; a folder has none)
+        self.agent_outages: list[AgentOutage] = []
 
     # -- construction --------------------------------------------------------------------------------
     @classmethod
@@ -486,7 +490,8 @@ def gather(data: TriageData, job: str | None = None, start_ns: int | None = None
         out.append(TriageInput(job=selection.job, jobs=job_names, incidents=incidents,
                                processes=_processes(mine, single_host), notes=list(notes), data=data,
                                timings=timings, worker_pids=workers, selection=selection,
-                               single_host=single_host, progress=progress, stuck=stuck, launcher=launcher))
+                               single_host=single_host, progress=progress, stuck=stuck, launcher=launcher,
+                               outages=list(data.agent_outages)))
     return out
 
 

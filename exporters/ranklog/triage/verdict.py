@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..record import format_ts
 from .evidence import SECOND, Evidence, Incident, Silent
 from .gather import LAST_LINES, Line, Process, TriageData
 from .straggler import MIN_SLOW as MIN_SLOW_STEPS
@@ -277,7 +278,8 @@ def _silence_verdict(silent: list[Silent], evidence: Evidence, extra: list[str],
 
 def _from_lost_node(evidence: Evidence) -> Verdict | None:
     """A host whose processes all stopped at one moment, silently, while the others lost their peers
-    (:mod:`.node_loss`): the node is the cause, its ranks the ones to name, never the victims."""
+    or its agent went down with it (:mod:`.node_loss`): the node is the cause, its ranks the ones to
+    name, never the victims."""
     if not evidence.lost:
         return None
     node = evidence.lost[0]
@@ -285,13 +287,23 @@ def _from_lost_node(evidence: Evidence) -> Verdict | None:
     victims = sorted({inc.rank for inc in node.victims if inc.rank is not None})
     categories = ", ".join(sorted({inc.category for inc in node.victims if inc.category}))
     reasons = [f"every process of {node.host} ({describe_ranks(ranks)}) stopped at the same moment with no error of "
-               f"its own, and nothing of the host logged afterwards",
-               f"{describe_ranks(victims) or 'processes of other hosts'} then reported losing peers ({categories}): "
-               f"consequences of the lost node, not causes"]
+               f"its own, and nothing of the host logged afterwards"]
+    if node.victims:
+        reasons.append(f"{describe_ranks(victims) or 'processes of other hosts'} then reported losing peers "
+                       f"({categories}): consequences of the lost node, not causes")
+    if node.outage is not None:
+        after = (node.outage.since_ns - node.last_ns) / 1e9
+        reasons.append(f"the ranklog agent of {node.host} went down too (RanklogAgentDown from "
+                       f"{format_ts(node.outage.since_ns)}, {after:.0f}s after its last record): the machine "
+                       f"stopped, not only its processes")
+        if not node.victims:
+            reasons.append("no other host's rank got past the step it stopped in: the job waits for the node")
     if len(evidence.lost) > 1:
         reasons.append("other hosts lost too: " + ", ".join(n.host for n in evidence.lost[1:]))
-    summary = f"node {node.host} lost ({describe_ranks(ranks)} stopped at once, silently)"
-    return Verdict("failure", "node lost", ranks, [node.host], summary, HIGH if victims else MEDIUM, reasons,
+    how = "stopped at once, silently" + ("; its agent went down" if node.outage is not None else "")
+    summary = f"node {node.host} lost ({describe_ranks(ranks)} {how})"
+    confident = node.victims or node.outage is not None
+    return Verdict("failure", "node lost", ranks, [node.host], summary, HIGH if confident else MEDIUM, reasons,
                    subjects=node.processes)
 
 

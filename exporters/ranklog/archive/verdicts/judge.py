@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...agent_outages import AgentOutage
 from ...errors import UserError
 from ...query.sources import ArchiveSource
 from ...report import write_report
@@ -35,12 +36,14 @@ class Judgement:
     note: str = ""
 
 
-def judge(root: str, s3: Any, job: str, start_ns: int) -> Judgement:
-    """Triage `job` ("" = the newest job, for records that name none) from `start_ns` on."""
+def judge(root: str, s3: Any, job: str, start_ns: int, outages: list[AgentOutage] | None = None) -> Judgement:
+    """Triage `job` ("" = the newest job, for records that name none) from `start_ns` on, with the
+    agent `outages` the archive heard of as evidence (a lost node)."""
     started = time.perf_counter()
     source = ArchiveSource.open(root, s3)
     files = source.list_files(start_ns, None) if source.local_root is not None else []
     data = TriageData.from_source(source, start_ns, None)
+    data.agent_outages = list(outages or [])
     listed = time.perf_counter()
     try:
         result = analyze(data, job or None, start_ns, None)

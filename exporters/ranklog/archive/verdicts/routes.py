@@ -16,6 +16,7 @@ The service lives in ``app.state.verdicts`` (set by :func:`attach`); an app with
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -93,7 +94,9 @@ class AlertRoutes:
         listing = service.book.listing()
         for item in listing:
             item["report_url"] = f"{service.report_base}/v1/reports/{item['id']}"
-        return JSONResponse({"incidents": listing, "receivers": [r.name for r in service.receivers]})
+        outages = [dataclasses.asdict(o) for o in service.outages.outages()]
+        return JSONResponse({"incidents": listing, "receivers": [r.name for r in service.receivers],
+                             "agent_outages": outages})
 
     async def report(self, request: Request) -> Response:
         service = self._service(request)
@@ -134,7 +137,8 @@ def openapi_paths() -> dict[str, Any]:
                                    "400": {"description": "not an Alertmanager notification", **error},
                                    "401": {"description": "missing or invalid bearer token", **error},
                                    "413": {"description": "body over 1 MiB", **error}}},
-            "get": {"summary": "incidents and their verdicts, newest first", "security": [{"bearer": []}],
+            "get": {"summary": "incidents and their verdicts, newest first; the agent outages triage reads",
+                    "security": [{"bearer": []}],
                     "responses": {"200": {"description": "incidents"},
                                   "401": {"description": "missing or invalid bearer token", **error}}},
         },

@@ -15,6 +15,11 @@ Flow for a trigger (a firing alert of a training job from Alertmanager, or an ag
    triage shows no failure yet is tried again every 2 s for ``suspect_wait`` and then dropped: a
    suspect never pages by itself, only the verdict does.
 
+An agent-down alert (``RanklogAgentDown``, routed here as context) is kept in the outage book
+(:mod:`.outages`) that every triage reads as evidence of a lost node. When it starts, every open
+incident is triaged again, and the alert acts like a suspect of the jobs that name no job: the
+triage of job ``""`` finds the job whose node went down and pages only if its verdict is a failure.
+
 Failed deliveries are counted (``ranklog_archive_verdict_delivery_failures_total``), logged and tried
 again every 30 s while the incident is open. A resolved notification from Alertmanager (every alert
 of the job resolved) closes the incident; so does ``incident_ttl`` without a trigger.
@@ -30,11 +35,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ...alert_notifications import FIRING, RESOLVED, Notification
+from ...agent_outages import AGENT_DOWN_ALERT
+from ...alert_notifications import FIRING, RESOLVED, AlertEvent, Notification
 from .config import default_report_url
 from .document import SEND_STATUSES, document, fingerprint, verdict_fields
 from .incidents import Incident, IncidentBook
 from .judge import judge, report
+from .outages import OutageBook
 from .receivers import DeliveryError, build
 
 log = logging.getLogger("ranklog.archive.verdicts")
@@ -57,6 +64,7 @@ class VerdictService:
         self.metrics = metrics
         self.receivers = [build(receiver) for receiver in self.settings.receivers]
         self.book = IncidentBook(os.path.join(state_dir, "verdicts"))
+        self.outages = OutageBook(os.path.join(state_dir, "verdicts"))
         host, port = config.listen_address()
         self.report_base = (self.settings.report_url or default_report_url(host, port, bool(config.tls_cert))).rstrip("/")
         self._jobs: dict[str, _JobState] = {}
@@ -97,6 +105,9 @@ class VerdictService:
         if not self.enabled:
             return {"accepted": 0, "ignored": len(notification.alerts),
                     "note": "verdicts are off: no verdict.receivers configured"}
+        down = [a for a in notification.alerts if a.alertname == AGENT_DOWN_ALERT and not a.from_agent]
+        if down:
+            self._agents_down(down, source)
         firing = [a for a in notification.alerts if a.status == FIRING and a.training_job is not None]
         jobs_firing = {a.training_job for a in firing}
         closed = []
@@ -121,8 +132,25 @@ class VerdictService:
         if firing or closed:
             self.book.save()
             self.metrics.archive_open_incidents.set(self.book.open_count())
-        return {"accepted": len(firing), "ignored": len(notification.alerts) - len(firing),
+        return {"accepted": len(firing) + len(down), "ignored": len(notification.alerts) - len(firing) - len(down),
                 "incidents": sorted(incidents), "closed": closed}
+
+    def _agents_down(self, alerts: list[AlertEvent], source: str) -> None:
+        """Record agent outages; one that starts re-triages every open incident and is a suspect of
+        the records that name no job (see the module docstring)."""
+        opened = self.outages.take(alerts)
+        if not opened:
+            return
+        now = time.time_ns()
+        for outage in opened:
+            trigger = {"alertname": AGENT_DOWN_ALERT, "rank": None, "instance": outage.host, "signature": None,
+                       "source": source, "received_ns": now}
+            self.book.join("", trigger, outage.since_ns, alerted=False)
+        with self.book.lock:
+            jobs = {incident.job for incident in self.book.incidents.values() if incident.open}
+        for job in jobs:
+            self._schedule(job, 0.0)
+        self.book.save()
 
     def _schedule(self, job: str, delay: float) -> None:
         with self._cond:
@@ -174,7 +202,7 @@ class VerdictService:
                         job or "-")
         start_ns = incident.window_start_ns - int(self.settings.lookback * 1e9)
         try:
-            judgement = judge(self.root, self.s3, job, start_ns)
+            judgement = judge(self.root, self.s3, job, start_ns, self.outages.outages())
         except Exception as exc:
             self.metrics.archive_triage_runs.labels(status="error").inc()
             log.error("triage of job %s for incident %s failed: %s", job or "-", incident.id,
