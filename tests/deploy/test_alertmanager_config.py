@@ -54,7 +54,7 @@ def test_inhibit_rules_name_only_alerts_that_exist() -> None:
 def test_amtool_check_config_accepts_the_rendered_file(config_file) -> None:
     proc = subprocess.run(["amtool", "check-config", str(config_file)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "inhibit rules: 2" in proc.stdout.lower() or "2 inhibit rules" in proc.stdout.lower(), proc.stdout
+    assert "inhibit rules: 3" in proc.stdout.lower() or "3 inhibit rules" in proc.stdout.lower(), proc.stdout
 
 
 def test_amtool_routes_ranklog_alerts_to_the_receiver(config_file) -> None:
@@ -90,13 +90,19 @@ def verdict_configs(tmp_path_factory, tool_env) -> dict[str, Path]:
 
 
 def test_the_verdict_route_takes_every_root_cause_and_consequence() -> None:
-    """alertmanager_ranklog_verdict_alerts = the inhibit rule's sources ∪ targets (kept in sync)."""
+    """The verdict and context alerts = the inhibit rules' sources ∪ targets (kept in sync), and every
+    alert rule of the training component with a signature or a rank is among them."""
     defaults = yaml.safe_load((REPO / "roles" / "alertmanager" / "defaults" / "main.yml").read_text())
-    rule = defaults["alertmanager_ranklog_inhibit_rules"][0]
     named = set()
-    for matcher in rule["source_matchers"] + rule["target_matchers"]:
-        named |= set(re.fullmatch(r'alertname=~"([^"]+)"', matcher).group(1).split("|"))
-    assert set(defaults["alertmanager_ranklog_verdict_alerts"]) == named
+    for rule in defaults["alertmanager_ranklog_inhibit_rules"]:
+        for matcher in rule["source_matchers"] + rule["target_matchers"]:
+            named |= set(re.fullmatch(r'alertname=~?"([^"]+)"', matcher).group(1).split("|"))
+    verdict, context = (set(defaults[f"alertmanager_ranklog_verdict_{k}"]) for k in ("alerts", "context_alerts"))
+    assert verdict | context == named and not verdict & context
+    from dashboards.rules import alerts
+
+    training = {a.name for a in alerts() if a.component == "training"} - {"RanklogErrorBurst"}
+    assert training <= verdict, training - verdict
 
 
 def test_the_verdict_receiver_carries_the_token_and_resolved_notifications(verdict_configs) -> None:
@@ -105,9 +111,11 @@ def test_the_verdict_receiver_carries_the_token_and_resolved_notifications(verdi
     (hook,) = receiver["webhook_configs"]
     assert hook == {"url": "http://archive1:8470/v1/alerts", "send_resolved": True, "http_config": {
         "authorization": {"type": "Bearer", "credentials": "readers-token-0123456789"}}}
-    route = config["route"]["routes"][0]
+    context, route = config["route"]["routes"][:2]
     assert (route["receiver"], route["group_by"], route["group_wait"], route["continue"]) == (
         "ranklog-verdict", ["training_job"], "0s", True)
+    assert (context["receiver"], context["matchers"], context["group_by"], context["continue"]) == (
+        "ranklog-verdict", ['alertname=~"RanklogAgentDown"'], ["instance"], True)
     proc = subprocess.run(["amtool", "check-config", str(verdict_configs["default"])], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and "2 receivers" in proc.stdout, proc.stdout + proc.stderr
@@ -119,9 +127,13 @@ def test_the_verdict_receiver_carries_the_token_and_resolved_notifications(verdi
     ("default", ["alertname=RanklogFailureConsequence", "training_job=j", "rank=0"], "ranklog-verdict,oncall"),
     ("default", ["alertname=RanklogRankSilent", "training_job=j", "rank=2"], "ranklog-verdict,oncall"),
     ("default", ["alertname=RanklogErrorBurst", "training_job=j", "rank=3"], "oncall"),
+    ("default", ["alertname=RanklogDiskFull", "training_job=j", "rank=0"], "ranklog-verdict,oncall"),
+    ("default", ["alertname=RanklogStraggler", "training_job=j", "rank=2"], "ranklog-verdict,oncall"),
+    ("default", ["alertname=RanklogAgentDown", "instance=node1:9465", "node=node1"], "ranklog-verdict,oncall"),
     ("default", ["alertname=RanklogArchiveDown", "instance=archive1:8470"], "oncall"),
     ("verdict-only", ["alertname=RanklogCudaOutOfMemory", "training_job=j", "rank=3"], "ranklog-verdict"),
-    ("verdict-only", ["alertname=RanklogAgentDown", "instance=node1:9465"], "oncall"),
+    ("verdict-only", ["alertname=RanklogAgentDown", "instance=node1:9465"], "ranklog-verdict,oncall"),
+    ("own-routes", ["alertname=RanklogAgentDown", "instance=node1:9465", "team=infra"], "ranklog-verdict,infra"),
     ("own-routes", ["alertname=RanklogNcclTimeout", "training_job=j", "team=infra"], "ranklog-verdict,infra"),
     ("own-routes", ["alertname=RanklogNcclTimeout", "training_job=j"], "ranklog-verdict,oncall"),
     ("own-routes", ["alertname=RanklogArchiveDown", "team=infra"], "infra"),
