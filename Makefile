@@ -52,7 +52,7 @@ demo: system venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ranklog demo
 
 # pytest's exit status 5 ("no tests collected") is a failure here, never a silent pass.
-# The suite runs as two pytest runs at once (Docker/Ansible and fault-injection tests beside the rest): tests/run-suite.sh.
+# The suite runs as three pytest runs at once (Docker/Ansible and fault injection; scenarios, triage and benchmarks; the rest): tests/run-suite.sh.
 test: system venv
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" tests/run-suite.sh $(PY) $(PYTEST_ARGS)
 
