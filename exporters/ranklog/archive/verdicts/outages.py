@@ -39,7 +39,7 @@ class OutageBook:
 
     def take(self, events: list[AlertEvent]) -> list[AgentOutage]:
         """Record the agent-down `events`; the outages that opened now."""
-        opened = []
+        opened, closed = [], 0
         now = time.time_ns()
         with self._lock:
             for event in events:
@@ -58,9 +58,12 @@ class OutageBook:
                 elif current is not None:
                     self._outages[self._outages.index(current)] = dataclasses.replace(
                         current, until_ns=event.ends_at_ns or now)
-            self._outages = [o for o in self._outages if o.until_ns is None or now - o.until_ns < KEPT_NS][-MAX_KEPT:]
-            data = json.dumps({"outages": [dataclasses.asdict(o) for o in self._outages]})
-            write_atomic(self.path, data.encode())
+                    closed += 1
+            if opened or closed:  # Alertmanager repeats a firing alert: nothing to write then
+                self._outages = [o for o in self._outages
+                                 if o.until_ns is None or now - o.until_ns < KEPT_NS][-MAX_KEPT:]
+                data = json.dumps({"outages": [dataclasses.asdict(o) for o in self._outages]})
+                write_atomic(self.path, data.encode())
         return opened
 
     def outages(self) -> list[AgentOutage]:
